@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/chartpin/chartpin/internal/failure"
+)
+
+// version is set at link time: -ldflags "-X main.version=…".
+var version = "dev"
+
+// commands is filled by each command file's init, so that adding a command
+// touches only its own file.
+var commands []*cli.Command
+
+func register(c *cli.Command) { commands = append(commands, c) }
+
+func newApp() *cli.App {
+	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
+	for _, c := range commands {
+		bindEnv(c.Flags)
+	}
+	app := &cli.App{
+		Name:                 "chartpin",
+		Usage:                "pin every image a Helm chart runs to its immutable index digest",
+		Version:              version,
+		EnableBashCompletion: true,
+		Commands:             commands,
+		Flags:                bindEnv(globalFlags()),
+		ExitErrHandler:       func(*cli.Context, error) {}, // main maps errors to exit codes
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return failure.Input(err)
+		},
+	}
+	for _, c := range commands {
+		c.OnUsageError = app.OnUsageError
+	}
+	return app
+}
+
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "registry-mirror", Usage: "resolve and pull `FROM=TO` (e.g. docker.io=mirror.local:5000)"},
+		&cli.StringSliceFlag{Name: "insecure-registry", Usage: "talk plain HTTP to `HOST` (loopback test registries)"},
+		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "deadline for the whole command"},
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log every request and decision to stderr"},
+	}
+}
+
+// bindEnv binds every flag to CHARTPIN_<FLAG>, so CI can configure by environment.
+func bindEnv(flags []cli.Flag) []cli.Flag {
+	for _, f := range flags {
+		env := "CHARTPIN_" + strings.ToUpper(strings.ReplaceAll(f.Names()[0], "-", "_"))
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			f.EnvVars = appendOnce(f.EnvVars, env)
+		case *cli.StringSliceFlag:
+			f.EnvVars = appendOnce(f.EnvVars, env)
+		case *cli.BoolFlag:
+			f.EnvVars = appendOnce(f.EnvVars, env)
+		case *cli.DurationFlag:
+			f.EnvVars = appendOnce(f.EnvVars, env)
+		case *cli.IntFlag:
+			f.EnvVars = appendOnce(f.EnvVars, env)
+		case *cli.GenericFlag:
+			f.EnvVars = appendOnce(f.EnvVars, env)
+		}
+	}
+	return flags
+}
+
+func appendOnce(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// logger returns a logger on stderr with -v, and a silent one otherwise.
+func logger(c *cli.Context) *slog.Logger {
+	if !c.Bool("verbose") {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// mirrors parses --registry-mirror FROM=TO values.
+func mirrors(c *cli.Context) (map[string]string, error) {
+	out := map[string]string{}
+	for _, m := range c.StringSlice("registry-mirror") {
+		from, to, ok := strings.Cut(m, "=")
+		if !ok || from == "" || to == "" {
+			return nil, failure.Input(fmt.Errorf("--registry-mirror %q: want FROM=TO, e.g. docker.io=mirror.local:5000", m))
+		}
+		out[from] = to
+	}
+	return out, nil
+}
+
+// usage marks a flag or argument problem as exit status 2.
+func usage(format string, args ...any) error {
+	return failure.Input(fmt.Errorf(format, args...))
+}
+
+// commandContext is the command's context bounded by --timeout.
+func commandContext(c *cli.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.Context, c.Duration("timeout"))
+}

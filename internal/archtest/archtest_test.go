@@ -1,0 +1,63 @@
+// Package archtest checks the import graph that the folder names promise.
+package archtest
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+type pkg struct {
+	ImportPath string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps=false", "-json=ImportPath,Deps", "github.com/chartpin/chartpin/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no packages")
+	}
+	return pkgs
+}
+
+// The resolver serves both update paths, so it must not drag in Helm, git or
+// Kubernetes; only cmd speaks urfave/cli; nothing imports cmd.
+func TestImportGraph(t *testing.T) {
+	forbidden := map[string][]string{
+		"github.com/chartpin/chartpin/resolver": {"helm.sh/", "k8s.io/", "github.com/go-git/", "github.com/google/go-github/", "github.com/urfave/cli", "github.com/chartpin/chartpin/"},
+	}
+	found := map[string]bool{}
+	for _, p := range listPackages(t) {
+		found[p.ImportPath] = true
+		for _, d := range p.Deps {
+			for _, bad := range forbidden[p.ImportPath] {
+				if strings.HasPrefix(d, bad) && !strings.HasPrefix(d, "github.com/chartpin/chartpin/internal/failure") {
+					t.Errorf("%s depends on %s", p.ImportPath, d)
+				}
+			}
+			if strings.HasPrefix(d, "github.com/urfave/cli") && !strings.HasPrefix(p.ImportPath, "github.com/chartpin/chartpin/cmd/") {
+				t.Errorf("%s depends on %s: only cmd/ may parse flags", p.ImportPath, d)
+			}
+			if strings.HasPrefix(d, "github.com/chartpin/chartpin/cmd") {
+				t.Errorf("%s imports the command layer %s", p.ImportPath, d)
+			}
+		}
+	}
+	if !found["github.com/chartpin/chartpin/resolver"] {
+		t.Error("resolver package not found")
+	}
+}
