@@ -1,0 +1,52 @@
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWriteFileKeepsMode(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(name, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(name, 0o664); err != nil { // beat the umask
+		t.Fatal(err)
+	}
+	if err := WriteFile(name, []byte("new\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o664 {
+		t.Errorf("mode = %o, want 664", got)
+	}
+	if b, _ := os.ReadFile(name); string(b) != "new\n" {
+		t.Errorf("content = %q", b)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("temporary files left behind: %v", entries)
+	}
+}
+
+func TestWriteFileNewFileGetsPerm(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "index.yaml")
+	if err := WriteFile(name, []byte("x"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(name)
+	if got := fi.Mode().Perm(); got != 0o640 {
+		t.Errorf("mode = %o, want 640", got)
+	}
+}
+
+func TestWriteFileMissingDirLeavesNothing(t *testing.T) {
+	if err := WriteFile(filepath.Join(t.TempDir(), "no", "such"), []byte("x"), 0o644); err == nil {
+		t.Fatal("want an error for a missing directory")
+	}
+}
