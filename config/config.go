@@ -1,0 +1,526 @@
+// Package config reads chartpin.yaml: which charts chartpin pins, which images
+// in each chart, and how. Parsing is strict: an unknown key, a bad value or a
+// malformed range is an input error naming chartpin.yaml:line, never ignored.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	"gopkg.in/yaml.v3"
+
+	"github.com/chartpin/chartpin/internal/failure"
+)
+
+// FileName is the config file chartpin looks for in the working directory.
+const FileName = "chartpin.yaml"
+
+// Pin formats: how a digest is written into its key.
+const (
+	FormatDigest    = "digest"     // sha256:<hex>
+	FormatHex       = "hex"        // <hex>
+	FormatTagDigest = "tag@digest" // <tag>@sha256:<hex>
+	FormatRefDigest = "ref@digest" // <registry/repository>:<tag>@sha256:<hex>
+)
+
+// Bump levels.
+var bumps = []string{"patch", "minor", "major", "none"}
+
+// Formats lists the valid format values.
+var Formats = []string{FormatDigest, FormatHex, FormatTagDigest, FormatRefDigest}
+
+// File is a parsed chartpin.yaml.
+type File struct {
+	// Path is the absolute path of the config file.
+	Path   string
+	Charts []Chart
+}
+
+// Chart is one configured chart.
+type Chart struct {
+	// Dir is the chart directory, absolute (written relative to the config file).
+	Dir string
+	// Bump is patch | minor | major | none ("" means patch).
+	Bump string
+	// AppVersion is auto | lockstep | keep | from:<image path> ("" means auto).
+	AppVersion  string
+	Images      []Image
+	Acknowledge []Ack
+	// Line is where the chart entry starts in the config file.
+	Line int
+}
+
+// Image is one configured pin: an image block and the key that receives its digest.
+type Image struct {
+	// At is the dotted path of the image block in values.yaml (for a
+	// single-string image, the scalar itself).
+	At string
+	// Repository is registry/repository when the block has none.
+	Repository string
+	// TagFrom is the key inside the block holding the tag ("" means tag).
+	TagFrom string
+	// Pin is the key receiving the pin ("" means digest; "" for a single-string image).
+	Pin string
+	// Format is digest | hex | tag@digest | ref@digest ("" means: from the key and its value).
+	Format string
+	// Platforms the pinned index must contain.
+	Platforms []string
+	// Versions is a semver range: pin the highest tag in it instead of the float.
+	Versions string
+	// When is a values condition that must hold for the pin to move.
+	When string
+	// Follows is the At of another image whose digest this one takes.
+	Follows string
+	// Line is where the entry starts in the config file.
+	Line int
+}
+
+// Ack silences known drift of one pin until a date.
+type Ack struct {
+	At     string
+	Digest string
+	Until  time.Time
+	Reason string
+	Line   int
+}
+
+// Find returns the path of chartpin.yaml in dir, or "" when there is none.
+func Find(dir string) (string, error) {
+	p := filepath.Join(dir, FileName)
+	if _, err := os.Stat(p); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		return "", fmt.Errorf("looking for %s: %w", p, err)
+	}
+	return p, nil
+}
+
+// Load reads and validates a config file. Every problem is an input error
+// (exit 2) naming file:line.
+func Load(path string) (*File, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config %s: %w", path, err)
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		return nil, failure.Input(fmt.Errorf("reading config: %w; pass --config FILE or run without one for discovery", err))
+	}
+	return Parse(abs, data)
+}
+
+// Parse validates config bytes; path (absolute) anchors relative chart dirs and error messages.
+func Parse(path string, data []byte) (*File, error) {
+	p := parser{path: path}
+	f, err := p.file(data)
+	if err != nil {
+		return nil, failure.Input(err)
+	}
+	return f, nil
+}
+
+// Select returns the configured charts named by dirs (every chart when dirs
+// is empty). A dir that is not configured is an input error.
+func (f *File) Select(dirs []string) ([]Chart, error) {
+	if len(dirs) == 0 {
+		return f.Charts, nil
+	}
+	var out []Chart
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, failure.Input(fmt.Errorf("chart dir %s: %w", d, err))
+		}
+		found := false
+		for _, c := range f.Charts {
+			if c.Dir == abs {
+				out = append(out, c)
+				found = true
+				break
+			}
+		}
+		if !found {
+			var known []string
+			for _, c := range f.Charts {
+				known = append(known, c.Dir)
+			}
+			return nil, failure.Input(fmt.Errorf("chart dir %s is not configured in %s (configured: %s); add it under charts: or drop --config",
+				d, f.Path, strings.Join(known, ", ")))
+		}
+	}
+	return out, nil
+}
+
+// Chart returns the configured chart with the given absolute dir, or nil.
+func (f *File) Chart(dir string) *Chart {
+	for i := range f.Charts {
+		if f.Charts[i].Dir == dir {
+			return &f.Charts[i]
+		}
+	}
+	return nil
+}
+
+// FollowTarget returns the entry img follows: the entry at img.Follows with
+// the same pin key, else the only entry there.
+func (c *Chart) FollowTarget(img Image) (Image, error) {
+	var cands []Image
+	for _, o := range c.Images {
+		if o.At == img.Follows {
+			cands = append(cands, o)
+		}
+	}
+	switch {
+	case len(cands) == 0:
+		return Image{}, fmt.Errorf("follows %s: no image is configured at that path", img.Follows)
+	case len(cands) == 1:
+		return cands[0], nil
+	}
+	for _, o := range cands {
+		if o.Pin == img.Pin {
+			return o, nil
+		}
+	}
+	return Image{}, fmt.Errorf("follows %s: %d entries configure that path with different pin keys and none uses %q; follow a path with one entry",
+		img.Follows, len(cands), img.Pin)
+}
+
+type parser struct{ path string }
+
+func (p parser) errf(n *yaml.Node, format string, args ...any) error {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	return fmt.Errorf("%s:%d: %s", p.path, line, fmt.Sprintf(format, args...))
+}
+
+func (p parser) file(data []byte) (*File, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%s: malformed YAML: %w", p.path, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, p.errf(&extra, "a second YAML document; chartpin.yaml holds one")
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, fmt.Errorf("%s: empty config; it needs a charts: list", p.path)
+	}
+	root := doc.Content[0]
+	f := &File{Path: p.path}
+	fields, err := p.mapping(root, "charts")
+	if err != nil {
+		return nil, err
+	}
+	charts, ok := fields["charts"]
+	if !ok {
+		return nil, p.errf(root, "missing charts: list")
+	}
+	if charts.Kind != yaml.SequenceNode || len(charts.Content) == 0 {
+		return nil, p.errf(charts, "charts: must be a non-empty list of charts")
+	}
+	seenDir := map[string]int{}
+	for _, cn := range charts.Content {
+		c, err := p.chart(cn)
+		if err != nil {
+			return nil, err
+		}
+		if l, dup := seenDir[c.Dir]; dup {
+			return nil, p.errf(cn, "chart dir %s already configured at line %d", c.Dir, l)
+		}
+		seenDir[c.Dir] = c.Line
+		f.Charts = append(f.Charts, c)
+	}
+	return f, nil
+}
+
+// mapping checks that n is a mapping with only the allowed keys, no
+// duplicates, and returns the values by key.
+func (p parser) mapping(n *yaml.Node, allowed ...string) (map[string]*yaml.Node, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errf(n, "expected a mapping with keys %s", strings.Join(allowed, ", "))
+	}
+	out := map[string]*yaml.Node{}
+	lines := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !contains(allowed, k.Value) {
+			return nil, p.errf(k, "unknown key %q (allowed: %s)", k.Value, strings.Join(allowed, ", "))
+		}
+		if l, dup := lines[k.Value]; dup {
+			return nil, p.errf(k, "duplicate key %q (first at line %d)", k.Value, l)
+		}
+		lines[k.Value] = k.Line
+		out[k.Value] = v
+	}
+	return out, nil
+}
+
+func (p parser) str(n *yaml.Node, key string) (string, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return "", p.errf(n, "%s: expected a string", key)
+	}
+	return n.Value, nil
+}
+
+func (p parser) chart(n *yaml.Node) (Chart, error) {
+	fields, err := p.mapping(n, "dir", "bump", "appVersion", "images", "acknowledge")
+	if err != nil {
+		return Chart{}, err
+	}
+	c := Chart{Line: n.Line}
+	dn, ok := fields["dir"]
+	if !ok {
+		return Chart{}, p.errf(n, "chart entry without dir:")
+	}
+	dir, err := p.str(dn, "dir")
+	if err != nil {
+		return Chart{}, err
+	}
+	if dir == "" {
+		return Chart{}, p.errf(dn, "dir: is empty")
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(filepath.Dir(p.path), dir)
+	}
+	c.Dir = filepath.Clean(dir)
+	if b, ok := fields["bump"]; ok {
+		if c.Bump, err = p.str(b, "bump"); err != nil {
+			return Chart{}, err
+		}
+		if !contains(bumps, c.Bump) {
+			return Chart{}, p.errf(b, "bump: %q is not one of %s", c.Bump, strings.Join(bumps, ", "))
+		}
+	}
+	if a, ok := fields["appVersion"]; ok {
+		if c.AppVersion, err = p.str(a, "appVersion"); err != nil {
+			return Chart{}, err
+		}
+		if err := ValidAppVersion(c.AppVersion); err != nil {
+			return Chart{}, p.errf(a, "%v", err)
+		}
+	}
+	if in, ok := fields["images"]; ok {
+		if in.Kind != yaml.SequenceNode {
+			return Chart{}, p.errf(in, "images: must be a list")
+		}
+		seen := map[string]int{}
+		for _, im := range in.Content {
+			img, err := p.image(im)
+			if err != nil {
+				return Chart{}, err
+			}
+			key := img.At + "\x00" + img.Pin
+			if l, dup := seen[key]; dup {
+				return Chart{}, p.errf(im, "image %s with pin %q is already configured at line %d", img.At, img.Pin, l)
+			}
+			seen[key] = img.Line
+			c.Images = append(c.Images, img)
+		}
+	}
+	if err := p.checkFollows(c); err != nil {
+		return Chart{}, err
+	}
+	if from, ok := strings.CutPrefix(c.AppVersion, "from:"); ok && len(c.Images) > 0 {
+		found := false
+		for _, img := range c.Images {
+			found = found || img.At == from
+		}
+		if !found {
+			return Chart{}, p.errf(fields["appVersion"], "appVersion: from:%s names no configured image", from)
+		}
+	}
+	if an, ok := fields["acknowledge"]; ok {
+		if an.Kind != yaml.SequenceNode {
+			return Chart{}, p.errf(an, "acknowledge: must be a list")
+		}
+		for _, a := range an.Content {
+			ack, err := p.ack(a)
+			if err != nil {
+				return Chart{}, err
+			}
+			c.Acknowledge = append(c.Acknowledge, ack)
+		}
+	}
+	return c, nil
+}
+
+// ValidAppVersion checks an appVersion policy value.
+func ValidAppVersion(s string) error {
+	switch s {
+	case "", "auto", "lockstep", "keep":
+		return nil
+	}
+	if from, ok := strings.CutPrefix(s, "from:"); ok {
+		if err := validPath(from); err != nil {
+			return fmt.Errorf("appVersion: %q: %w", s, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("appVersion: %q is not one of auto, lockstep, keep, from:<image path>", s)
+}
+
+var (
+	pathRe     = regexp.MustCompile(`^[A-Za-z0-9_-]+(\[[0-9]+\])*(\.[A-Za-z0-9_-]+(\[[0-9]+\])*)*$`)
+	platformRe = regexp.MustCompile(`^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$`)
+	keyRe      = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+	digestRe   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+func validPath(s string) error {
+	if !pathRe.MatchString(s) {
+		return fmt.Errorf("%q is not a dotted values path like images.ingestor", s)
+	}
+	return nil
+}
+
+func (p parser) image(n *yaml.Node) (Image, error) {
+	fields, err := p.mapping(n, "at", "repository", "tagFrom", "pin", "format", "platforms", "versions", "when", "follows")
+	if err != nil {
+		return Image{}, err
+	}
+	img := Image{Line: n.Line}
+	strs := map[string]*string{"at": &img.At, "repository": &img.Repository, "tagFrom": &img.TagFrom, "pin": &img.Pin,
+		"format": &img.Format, "versions": &img.Versions, "when": &img.When, "follows": &img.Follows}
+	for k, dst := range strs {
+		if v, ok := fields[k]; ok {
+			if *dst, err = p.str(v, k); err != nil {
+				return Image{}, err
+			}
+		}
+	}
+	if img.At == "" {
+		return Image{}, p.errf(n, "image entry without at: (the dotted path of the image block in values.yaml)")
+	}
+	if err := validPath(img.At); err != nil {
+		return Image{}, p.errf(fields["at"], "at: %v", err)
+	}
+	if img.TagFrom != "" && !keyRe.MatchString(img.TagFrom) {
+		return Image{}, p.errf(fields["tagFrom"], "tagFrom: %q is not a key path inside the block, like channelTags.prod", img.TagFrom)
+	}
+	if img.Pin != "" && !keyRe.MatchString(img.Pin) {
+		return Image{}, p.errf(fields["pin"], "pin: %q is not a key inside the block, like prodDigest", img.Pin)
+	}
+	if img.Format != "" && !contains(Formats, img.Format) {
+		return Image{}, p.errf(fields["format"], "format: %q is not one of %s", img.Format, strings.Join(Formats, ", "))
+	}
+	if img.Repository != "" && (strings.ContainsAny(img.Repository, "@ ") || strings.HasSuffix(img.Repository, "/")) {
+		return Image{}, p.errf(fields["repository"], "repository: %q must be registry/repository without tag or digest", img.Repository)
+	}
+	if pn, ok := fields["platforms"]; ok {
+		if pn.Kind != yaml.SequenceNode || len(pn.Content) == 0 {
+			return Image{}, p.errf(pn, "platforms: must be a non-empty list like [linux/amd64, linux/arm64]")
+		}
+		for _, e := range pn.Content {
+			s, err := p.str(e, "platforms")
+			if err != nil {
+				return Image{}, err
+			}
+			if !platformRe.MatchString(s) {
+				return Image{}, p.errf(e, "platforms: %q is not os/arch[/variant]", s)
+			}
+			img.Platforms = append(img.Platforms, s)
+		}
+	}
+	if img.Versions != "" {
+		if _, err := semver.NewConstraint(img.Versions); err != nil {
+			return Image{}, p.errf(fields["versions"], "versions: %q is not a semver range (e.g. \">=0.8.0 <=0.8.4\"): %v", img.Versions, err)
+		}
+	}
+	if img.When != "" {
+		if _, err := ParseWhen(img.When); err != nil {
+			return Image{}, p.errf(fields["when"], "when: %v", err)
+		}
+	}
+	if img.Follows != "" {
+		if err := validPath(img.Follows); err != nil {
+			return Image{}, p.errf(fields["follows"], "follows: %v", err)
+		}
+		for _, k := range []string{"repository", "tagFrom", "versions", "platforms"} {
+			if _, ok := fields[k]; ok {
+				return Image{}, p.errf(fields[k], "%s: has no effect with follows: (the digest comes from %s); drop one of them", k, img.Follows)
+			}
+		}
+		if img.Follows == img.At {
+			return Image{}, p.errf(fields["follows"], "follows: %s follows itself", img.At)
+		}
+	}
+	return img, nil
+}
+
+// checkFollows rejects follows targets that do not exist, are ambiguous, or loop.
+func (p parser) checkFollows(c Chart) error {
+	for _, img := range c.Images {
+		if img.Follows == "" {
+			continue
+		}
+		seen := map[string]bool{img.At + "\x00" + img.Pin: true}
+		cur := img
+		for cur.Follows != "" {
+			t, err := c.FollowTarget(cur)
+			if err != nil {
+				return fmt.Errorf("%s:%d: image %s: %w", p.path, img.Line, img.At, err)
+			}
+			k := t.At + "\x00" + t.Pin
+			if seen[k] {
+				return fmt.Errorf("%s:%d: image %s: follows loops back through %s", p.path, img.Line, img.At, t.At)
+			}
+			seen[k] = true
+			cur = t
+		}
+	}
+	return nil
+}
+
+func (p parser) ack(n *yaml.Node) (Ack, error) {
+	fields, err := p.mapping(n, "at", "digest", "until", "reason")
+	if err != nil {
+		return Ack{}, err
+	}
+	a := Ack{Line: n.Line}
+	for _, k := range []string{"at", "digest", "until", "reason"} {
+		if _, ok := fields[k]; !ok {
+			return Ack{}, p.errf(n, "acknowledge entry without %s: (at, digest, until and reason are all required)", k)
+		}
+	}
+	if a.At, err = p.str(fields["at"], "at"); err != nil {
+		return Ack{}, err
+	}
+	if err := validPath(a.At); err != nil {
+		return Ack{}, p.errf(fields["at"], "at: %v", err)
+	}
+	if a.Digest, err = p.str(fields["digest"], "digest"); err != nil {
+		return Ack{}, err
+	}
+	if !digestRe.MatchString(a.Digest) {
+		return Ack{}, p.errf(fields["digest"], "digest: %q is not sha256:<64 hex>", a.Digest)
+	}
+	u, err := p.str(fields["until"], "until")
+	if err != nil {
+		return Ack{}, err
+	}
+	if a.Until, err = time.Parse("2006-01-02", u); err != nil {
+		return Ack{}, p.errf(fields["until"], "until: %q is not a date like 2027-01-31", u)
+	}
+	if a.Reason, err = p.str(fields["reason"], "reason"); err != nil {
+		return Ack{}, err
+	}
+	if strings.TrimSpace(a.Reason) == "" {
+		return Ack{}, p.errf(fields["reason"], "reason: is empty; say why the drift is known")
+	}
+	return a, nil
+}
+
+func contains(list []string, s string) bool { return slices.Contains(list, s) }

@@ -1,0 +1,229 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/chartpin/chartpin/internal/failure"
+)
+
+const full = `charts:
+  - dir: charts/example
+    bump: minor
+    appVersion: from:images.ingestor
+    images:
+      - at: images.ingestor
+        repository: ghcr.io/example/ingestor
+        tagFrom: channelTags.prod
+        pin: prodDigest
+        format: digest
+        platforms: [linux/amd64, linux/arm64]
+        versions: ">=0.8.0 <=0.8.4"
+        when: serviceDbAccountsByEnv.prod == true
+      - at: images.jobsManager
+      - at: images.requestsProxy
+        follows: images.jobsManager
+    acknowledge:
+      - at: images.ingestor
+        digest: sha256:0000000000000000000000000000000000000000000000000000000000000001
+        until: 2027-01-31
+        reason: ordering ceiling
+  - dir: ../other
+`
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "chartpin.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadFull(t *testing.T) {
+	p := write(t, full)
+	f, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Charts) != 2 {
+		t.Fatalf("charts = %d", len(f.Charts))
+	}
+	c := f.Charts[0]
+	if want := filepath.Join(filepath.Dir(p), "charts/example"); c.Dir != want {
+		t.Errorf("dir = %s, want %s (relative to the config file)", c.Dir, want)
+	}
+	if want := filepath.Join(filepath.Dir(filepath.Dir(p)), "other"); f.Charts[1].Dir != want {
+		t.Errorf("dir = %s, want %s", f.Charts[1].Dir, want)
+	}
+	if c.Bump != "minor" || c.AppVersion != "from:images.ingestor" {
+		t.Errorf("bump/appVersion = %q/%q", c.Bump, c.AppVersion)
+	}
+	in := c.Images[0]
+	if in.At != "images.ingestor" || in.Repository != "ghcr.io/example/ingestor" || in.TagFrom != "channelTags.prod" ||
+		in.Pin != "prodDigest" || in.Format != "digest" || strings.Join(in.Platforms, ",") != "linux/amd64,linux/arm64" ||
+		in.Versions != ">=0.8.0 <=0.8.4" || in.When != "serviceDbAccountsByEnv.prod == true" || in.Line != 6 {
+		t.Errorf("image = %+v", in)
+	}
+	if c.Images[2].Follows != "images.jobsManager" {
+		t.Errorf("follows = %q", c.Images[2].Follows)
+	}
+	a := c.Acknowledge[0]
+	if a.Until != time.Date(2027, 1, 31, 0, 0, 0, 0, time.UTC) || a.Reason != "ordering ceiling" {
+		t.Errorf("ack = %+v", a)
+	}
+	tgt, err := c.FollowTarget(c.Images[2])
+	if err != nil || tgt.At != "images.jobsManager" {
+		t.Errorf("FollowTarget = %+v, %v", tgt, err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	cases := []struct {
+		name, body, want string
+	}{
+		{"unknown top key", "charts: [{dir: a}]\nchart: x\n", ":2: unknown key \"chart\""},
+		{"unknown image key", "charts:\n  - dir: a\n    images:\n      - at: x\n        tagfrom: y\n", ":5: unknown key \"tagfrom\""},
+		{"bad format", "charts:\n  - dir: a\n    images:\n      - at: x\n        format: sha\n", ":5: format: \"sha\" is not one of digest, hex, tag@digest, ref@digest"},
+		{"bad versions", "charts:\n  - dir: a\n    images:\n      - at: x\n        versions: \">=0.8.x.y\"\n", ":5: versions: \">=0.8.x.y\" is not a semver range"},
+		{"bad when", "charts:\n  - dir: a\n    images:\n      - at: x\n        when: a.b >= 3\n", ":5: when: \"a.b >= 3\": unsupported operator"},
+		{"when missing value", "charts:\n  - dir: a\n    images:\n      - at: x\n        when: a.b ==\n", ":5: when: \"a.b ==\": missing value"},
+		{"bad bump", "charts:\n  - dir: a\n    bump: huge\n", ":3: bump: \"huge\" is not one of patch, minor, major, none"},
+		{"bad appVersion", "charts:\n  - dir: a\n    appVersion: newest\n", ":3: appVersion: \"newest\" is not one of"},
+		{"from unknown image", "charts:\n  - dir: a\n    appVersion: from:images.b\n    images:\n      - at: images.a\n", ":3: appVersion: from:images.b names no configured image"},
+		{"no dir", "charts:\n  - bump: patch\n", ":2: chart entry without dir:"},
+		{"no charts", "foo: 1\n", "unknown key \"foo\""},
+		{"empty charts", "charts: []\n", ":1: charts: must be a non-empty list"},
+		{"duplicate key", "charts:\n  - dir: a\n    dir: b\n", ":3: duplicate key \"dir\" (first at line 2)"},
+		{"duplicate image", "charts:\n  - dir: a\n    images:\n      - at: x\n      - at: x\n", ":5: image x with pin \"\" is already configured at line 4"},
+		{"same image, two pins", "charts:\n  - dir: a\n    images:\n      - at: x\n        pin: digest\n      - at: x\n        pin: digestChroot\n      - at: x\n        pin: digest\n", ":8: image x with pin \"digest\" is already configured at line 4"},
+		{"follows unknown", "charts:\n  - dir: a\n    images:\n      - at: x\n        follows: y\n", ":4: image x: follows y: no image is configured"},
+		{"follows loop", "charts:\n  - dir: a\n    images:\n      - at: x\n        follows: y\n      - at: y\n        follows: x\n", "loops back"},
+		{"follows with repository", "charts:\n  - dir: a\n    images:\n      - at: x\n        follows: y\n        repository: r/s\n", ":6: repository: has no effect with follows:"},
+		{"bad platform", "charts:\n  - dir: a\n    images:\n      - at: x\n        platforms: [amd64]\n", ":5: platforms: \"amd64\" is not os/arch"},
+		{"bad path", "charts:\n  - dir: a\n    images:\n      - at: \"images..x\"\n", ":4: at: \"images..x\" is not a dotted values path"},
+		{"ack without reason", "charts:\n  - dir: a\n    acknowledge:\n      - at: x\n        digest: sha256:0000000000000000000000000000000000000000000000000000000000000001\n        until: 2027-01-31\n", ":4: acknowledge entry without reason:"},
+		{"ack bad date", "charts:\n  - dir: a\n    acknowledge:\n      - at: x\n        digest: sha256:0000000000000000000000000000000000000000000000000000000000000001\n        until: soon\n        reason: r\n", ":6: until: \"soon\" is not a date"},
+		{"malformed", "charts:\n  - dir: a\n   bad: [\n", "malformed YAML"},
+		{"two dirs", "charts:\n  - dir: a\n  - dir: ./a\n", ":3: chart dir"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := write(t, tc.body)
+			_, err := Load(p)
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q\nwant it to contain %q", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), p) {
+				t.Errorf("error %q does not name the file %s", err, p)
+			}
+			if failure.Code(err) != 2 {
+				t.Errorf("exit class %d, want 2", failure.Code(err))
+			}
+		})
+	}
+}
+
+func TestSelectAndFind(t *testing.T) {
+	p := write(t, "charts:\n  - dir: charts/a\n  - dir: charts/b\n")
+	f, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Dir(p)
+	all, _ := f.Select(nil)
+	if len(all) != 2 {
+		t.Errorf("Select(nil) = %d charts", len(all))
+	}
+	got, err := f.Select([]string{filepath.Join(base, "charts/b/")})
+	if err != nil || len(got) != 1 || got[0].Dir != filepath.Join(base, "charts/b") {
+		t.Errorf("Select(b) = %+v, %v", got, err)
+	}
+	_, err = f.Select([]string{filepath.Join(base, "charts/c")})
+	if err == nil || failure.Code(err) != 2 || !strings.Contains(err.Error(), "charts/c is not configured") {
+		t.Errorf("Select(c) err = %v", err)
+	}
+	if found, err := Find(base); err != nil || found != p {
+		t.Errorf("Find = %q, %v", found, err)
+	}
+	if found, err := Find(t.TempDir()); err != nil || found != "" {
+		t.Errorf("Find(empty) = %q, %v", found, err)
+	}
+}
+
+func TestWhen(t *testing.T) {
+	values := `a:
+  on: true
+  off: false
+  str: "true"
+  n: 3
+  name: prod
+  nul: null
+  list: [1]
+`
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(values), &doc); err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (*yaml.Node, error) {
+		n := doc.Content[0]
+		for _, k := range strings.Split(path, ".") {
+			var next *yaml.Node
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == k {
+					next = n.Content[i+1]
+				}
+			}
+			if next == nil {
+				return nil, os.ErrNotExist
+			}
+			n = next
+		}
+		return n, nil
+	}
+	cases := []struct {
+		cond    string
+		want    bool
+		wantErr string
+	}{
+		{"a.on == true", true, ""},
+		{"a.on", true, ""},
+		{"!a.off", true, ""},
+		{"a.off == true", false, ""},
+		{"a.on != true", false, ""},
+		{"a.n == 3", true, ""},
+		{"a.name == prod", true, ""},
+		{"a.name == 'prod' && a.on", true, ""},
+		{"a.name == prod && a.off", false, ""},
+		{"a.nul == null", true, ""},
+		{"a.missing == true", false, "unreadable"},
+		{"a.str == true", false, "not a boolean"},
+		{"a.list == 1", false, "not a scalar"},
+		{"a.name == 3", false, "not a number"},
+	}
+	for _, tc := range cases {
+		c, err := ParseWhen(tc.cond)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.cond, err)
+		}
+		got, err := c.Eval(get)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err = %v, want %q (fail closed)", tc.cond, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s = %v, %v; want %v", tc.cond, got, err, tc.want)
+		}
+	}
+}
