@@ -127,3 +127,32 @@ func normalizePlatform(p string) string {
 	}
 	return p
 }
+
+// ResolveEach resolves refs (in order, concurrently), reads each digest's
+// platforms, and checks the required ones. Platforms a lock file does not
+// record are left empty unless required.
+func ResolveEach(ctx context.Context, r Interface, refs []string, required []string) ([]Image, error) {
+	byRef, err := ResolveAll(ctx, r, refs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Image, len(refs))
+	errs := make([]error, len(refs))
+	var wg sync.WaitGroup
+	for i, ref := range refs {
+		wg.Add(1)
+		go func(i int, img Image) {
+			defer wg.Done()
+			plats, err := r.Platforms(ctx, img)
+			if err != nil && (len(required) > 0 || !errors.Is(err, ErrNotInLock)) {
+				errs[i] = err
+				return
+			}
+			img.Platforms = plats
+			out[i] = img
+			errs[i] = RequirePlatforms(img.Ref, plats, required)
+		}(i, byRef[ref])
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}

@@ -28,6 +28,8 @@ func newApp() *cli.App {
 	for _, c := range commands {
 		bindEnv(c.Flags)
 	}
+	// -v is --verbose here, so --version has no short form.
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
 	app := &cli.App{
 		Name:                 "chartpin",
 		Usage:                "pin every image a Helm chart runs to its immutable index digest",
