@@ -1,0 +1,427 @@
+// Package gitops commits chartpin's edits on a release branch and pushes it,
+// without touching the checked-out branch, the index or the working tree.
+//
+// A push never overwrites work that is not chartpin's: the remote branch may
+// only be replaced when its tip is a commit chartpin made (trailer and
+// committer both match), and the push carries a lease on the tip observed
+// before the commit, so a branch that moves under us is refused, not clobbered.
+package gitops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrForeignCommits: the remote branch carries commits chartpin did not make.
+	ErrForeignCommits = errors.New("remote branch has commits chartpin did not make")
+	// ErrMoved: the remote branch moved between our look and our push.
+	ErrMoved = errors.New("remote branch moved under us")
+	// ErrNothingToCommit: the files already hold these bytes in the parent commit.
+	ErrNothingToCommit = errors.New("nothing to commit")
+)
+
+// Trailer marks commits chartpin made; its value is the branch name.
+const Trailer = "Chartpin-Branch"
+
+// Repo is a git repository chartpin commits to and pushes from.
+type Repo struct {
+	repo    *git.Repository
+	root    string
+	remote  string
+	auth    transport.AuthMethod
+	authErr error
+	name    string
+	email   string
+	now     func() time.Time
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+// Option configures Open.
+type Option func(*Repo)
+
+// WithRemote names the remote to push to (default origin).
+func WithRemote(name string) Option { return func(r *Repo) { r.remote = name } }
+
+// WithToken authenticates HTTPS pushes with a token (GitHub: GITHUB_TOKEN).
+func WithToken(token string) Option {
+	return func(r *Repo) {
+		if token != "" {
+			r.auth = &githttp.BasicAuth{Username: "x-access-token", Password: token}
+		}
+	}
+}
+
+// WithSSHKey authenticates SSH pushes with a private key file.
+func WithSSHKey(path, passphrase string) Option {
+	return func(r *Repo) {
+		k, err := gitssh.NewPublicKeysFromFile("git", path, passphrase)
+		if err != nil {
+			r.authErr = fmt.Errorf("reading ssh key %s: %w; fix the key path or passphrase", path, err)
+			return
+		}
+		r.auth = k
+	}
+}
+
+// WithAuth sets any go-git auth method.
+func WithAuth(a transport.AuthMethod) Option { return func(r *Repo) { r.auth = a } }
+
+// WithCommitter sets the author and committer of chartpin's commits.
+func WithCommitter(name, email string) Option {
+	return func(r *Repo) { r.name, r.email = name, email }
+}
+
+// WithClock sets the commit time source (tests).
+func WithClock(now func() time.Time) Option { return func(r *Repo) { r.now = now } }
+
+// WithTimeout bounds each network step (default 2m).
+func WithTimeout(d time.Duration) Option { return func(r *Repo) { r.timeout = d } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(r *Repo) { r.log = l } }
+
+// Open opens the repository containing dir.
+func Open(dir string, opts ...Option) (*Repo, error) {
+	r := &Repo{
+		remote:  "origin",
+		name:    "chartpin",
+		email:   "chartpin@users.noreply.github.com",
+		now:     time.Now,
+		timeout: 2 * time.Minute,
+		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	if err != nil {
+		return nil, fmt.Errorf("opening git repository at %s: %w; run chartpin inside a git checkout", dir, err)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return nil, fmt.Errorf("opening git repository at %s: %w", dir, err)
+	}
+	root, err := filepath.EvalSymlinks(wt.Filesystem.Root())
+	if err != nil {
+		return nil, fmt.Errorf("opening git repository at %s: %w", dir, err)
+	}
+	r.repo, r.root = repo, root
+	return r, nil
+}
+
+// Root is the working tree's top directory.
+func (r *Repo) Root() string { return r.root }
+
+// Head is the commit checked out in the working tree.
+func (r *Repo) Head() (plumbing.Hash, error) {
+	ref, err := r.repo.Head()
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("reading HEAD in %s: %w; commit something first", r.root, err)
+	}
+	return ref.Hash(), nil
+}
+
+// RemoteURL is the first URL of the configured remote.
+func (r *Repo) RemoteURL() (string, error) {
+	rem, err := r.repo.Remote(r.remote)
+	if err != nil {
+		return "", fmt.Errorf("remote %q in %s: %w; add it with git remote add", r.remote, r.root, err)
+	}
+	if len(rem.Config().URLs) == 0 {
+		return "", fmt.Errorf("remote %q in %s has no URL", r.remote, r.root)
+	}
+	return rem.Config().URLs[0], nil
+}
+
+// Branch is the state of a branch on the remote.
+type Branch struct {
+	Name   string
+	Exists bool
+	// Tip is the commit the remote branch points at (zero when absent).
+	Tip plumbing.Hash
+	// Parent and Tree of Tip, when it exists.
+	Parent, Tree plumbing.Hash
+	// Message of Tip.
+	Message string
+	// Ours reports that Tip is a chartpin commit for this branch.
+	Ours bool
+}
+
+// Inspect lists the remote branch and, if it exists, fetches its tip. It
+// returns ErrForeignCommits when the tip is not a chartpin commit.
+func (r *Repo) Inspect(ctx context.Context, branch string) (Branch, error) {
+	b := Branch{Name: branch}
+	if r.authErr != nil {
+		return b, r.authErr
+	}
+	rem, err := r.repo.Remote(r.remote)
+	if err != nil {
+		return b, fmt.Errorf("remote %q in %s: %w", r.remote, r.root, err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, r.timeout)
+	refs, err := rem.ListContext(lctx, &git.ListOptions{Auth: r.authFor()})
+	cancel()
+	if err != nil {
+		return b, fmt.Errorf("listing branches of %s: %w; %s", r.remote, err, hint(err))
+	}
+	want := plumbing.NewBranchReferenceName(branch)
+	for _, ref := range refs {
+		if ref.Name() == want {
+			b.Exists, b.Tip = true, ref.Hash()
+		}
+	}
+	r.log.Debug("remote branch", "remote", r.remote, "branch", branch, "exists", b.Exists, "tip", b.Tip)
+	if !b.Exists {
+		return b, nil
+	}
+	if _, err := r.repo.CommitObject(b.Tip); err != nil {
+		fctx, cancel := context.WithTimeout(ctx, r.timeout)
+		spec := config.RefSpec(fmt.Sprintf("+%s:refs/remotes/%s/%s", want, r.remote, branch))
+		err := r.repo.FetchContext(fctx, &git.FetchOptions{RemoteName: r.remote, RefSpecs: []config.RefSpec{spec}, Auth: r.authFor()})
+		cancel()
+		if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+			return b, fmt.Errorf("fetching %s/%s: %w; %s", r.remote, branch, err, hint(err))
+		}
+	}
+	c, err := r.repo.CommitObject(b.Tip)
+	if err != nil {
+		return b, fmt.Errorf("reading %s/%s at %s: %w", r.remote, branch, b.Tip, err)
+	}
+	b.Tree, b.Message = c.TreeHash, c.Message
+	if len(c.ParentHashes) == 1 {
+		b.Parent = c.ParentHashes[0]
+	}
+	b.Ours = r.ours(c, branch)
+	if !b.Ours {
+		return b, fmt.Errorf("%w: %s/%s is at %s by %s <%s> (%q); chartpin will not overwrite it: merge or close that work, or delete the branch, then re-run",
+			ErrForeignCommits, r.remote, branch, short(b.Tip), c.Committer.Name, c.Committer.Email, firstLine(c.Message))
+	}
+	return b, nil
+}
+
+// ours: a single-parent commit carrying our trailer for this branch, committed
+// by our identity. An amend or a commit on top by someone else fails this.
+func (r *Repo) ours(c *object.Commit, branch string) bool {
+	return len(c.ParentHashes) == 1 &&
+		c.Committer.Email == r.email &&
+		strings.Contains(c.Message, "\n"+Trailer+": "+branch+"\n")
+}
+
+// LocalBranch returns the local branch's tip commit (zero when absent).
+func (r *Repo) LocalBranch(branch string) (Branch, error) {
+	b := Branch{Name: branch}
+	ref, err := r.repo.Reference(plumbing.NewBranchReferenceName(branch), true)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return b, nil
+	}
+	if err != nil {
+		return b, fmt.Errorf("reading local branch %s: %w", branch, err)
+	}
+	c, err := r.repo.CommitObject(ref.Hash())
+	if err != nil {
+		return b, fmt.Errorf("reading local branch %s: %w", branch, err)
+	}
+	b.Exists, b.Tip, b.Tree, b.Message = true, ref.Hash(), c.TreeHash, c.Message
+	if len(c.ParentHashes) == 1 {
+		b.Parent = c.ParentHashes[0]
+	}
+	b.Ours = r.ours(c, branch)
+	return b, nil
+}
+
+// CommitRequest describes one commit on top of Parent.
+type CommitRequest struct {
+	Branch string
+	Parent plumbing.Hash
+	// Files maps a path (absolute, or relative to Root) to its new content.
+	Files map[string][]byte
+	// Message without the trailer; Commit adds it.
+	Message string
+	// Reuse is an existing commit to keep when it has the same parent and
+	// tree, so an unchanged re-run makes no new commit and no push.
+	Reuse plumbing.Hash
+}
+
+// Commit is a commit on the release branch.
+type Commit struct {
+	Hash    plumbing.Hash
+	Tree    plumbing.Hash
+	Created bool // false: Reuse matched
+	Paths   []string
+}
+
+// Commit writes a commit with only req.Files changed relative to req.Parent
+// and points the local branch at it. It returns ErrNothingToCommit when the
+// parent already holds every file's bytes.
+func (r *Repo) Commit(ctx context.Context, req CommitRequest) (Commit, error) {
+	var out Commit
+	parent, err := r.repo.CommitObject(req.Parent)
+	if err != nil {
+		return out, fmt.Errorf("reading parent commit %s: %w", short(req.Parent), err)
+	}
+	files := map[string][]byte{}
+	for p, data := range req.Files {
+		rel, err := r.rel(p)
+		if err != nil {
+			return out, err
+		}
+		files[rel] = data
+		out.Paths = append(out.Paths, rel)
+	}
+	tree, err := r.writeTree(parent.TreeHash, "", files)
+	if err != nil {
+		return out, fmt.Errorf("building tree for %s: %w", req.Branch, err)
+	}
+	out.Tree = tree
+	if tree == parent.TreeHash {
+		return out, fmt.Errorf("%w: %s already has these bytes", ErrNothingToCommit, short(req.Parent))
+	}
+	if !req.Reuse.IsZero() {
+		if c, err := r.repo.CommitObject(req.Reuse); err == nil && c.TreeHash == tree &&
+			len(c.ParentHashes) == 1 && c.ParentHashes[0] == req.Parent && r.ours(c, req.Branch) {
+			out.Hash = req.Reuse
+			return out, r.setBranch(req.Branch, out.Hash)
+		}
+	}
+	sig := object.Signature{Name: r.name, Email: r.email, When: r.now()}
+	msg := strings.TrimRight(req.Message, "\n") + "\n\n" + Trailer + ": " + req.Branch + "\n"
+	c := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: tree, ParentHashes: []plumbing.Hash{req.Parent}}
+	obj := r.repo.Storer.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return out, fmt.Errorf("encoding commit: %w", err)
+	}
+	h, err := r.repo.Storer.SetEncodedObject(obj)
+	if err != nil {
+		return out, fmt.Errorf("writing commit: %w", err)
+	}
+	out.Hash, out.Created = h, true
+	r.log.Debug("committed", "branch", req.Branch, "commit", h, "files", out.Paths)
+	return out, r.setBranch(req.Branch, h)
+}
+
+func (r *Repo) setBranch(branch string, h plumbing.Hash) error {
+	ref := plumbing.NewHashReference(plumbing.NewBranchReferenceName(branch), h)
+	if head, err := r.repo.Head(); err == nil && head.Name() == ref.Name() {
+		return fmt.Errorf("branch %s is checked out in %s; run chartpin release from the base branch or pass --branch", branch, r.root)
+	}
+	if err := r.repo.Storer.SetReference(ref); err != nil {
+		return fmt.Errorf("updating local branch %s: %w", branch, err)
+	}
+	return nil
+}
+
+// rel turns p into a slash path relative to the repository root.
+func (r *Repo) rel(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return filepath.ToSlash(filepath.Clean(p)), nil
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: %w", p, err)
+	}
+	rel, err := filepath.Rel(r.root, filepath.Join(dir, filepath.Base(p)))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("%s is outside the repository %s", p, r.root)
+	}
+	return filepath.ToSlash(rel), nil
+}
+
+// Push pushes the local branch at commit to the remote. base is the state
+// Inspect saw: the push is refused (ErrMoved) unless the remote still has it.
+func (r *Repo) Push(ctx context.Context, branch string, commit plumbing.Hash, base Branch) error {
+	if base.Exists && base.Tip == commit {
+		return nil
+	}
+	if r.authErr != nil {
+		return r.authErr
+	}
+	ref := plumbing.NewBranchReferenceName(branch)
+	spec := config.RefSpec(fmt.Sprintf("%s:%s", ref, ref))
+	opts := &git.PushOptions{RemoteName: r.remote, Auth: r.authFor(), RefSpecs: []config.RefSpec{spec}}
+	if base.Exists {
+		// Force, but only over the exact tip we inspected; the server checks
+		// the old value atomically too.
+		opts.RefSpecs = []config.RefSpec{config.RefSpec("+" + string(spec))}
+		opts.RequireRemoteRefs = []config.RefSpec{config.RefSpec(base.Tip.String() + ":" + ref.String())}
+	}
+	pctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	err := r.repo.PushContext(pctx, opts)
+	switch {
+	case err == nil:
+		r.log.Debug("pushed", "remote", r.remote, "branch", branch, "commit", commit)
+		return nil
+	case errors.Is(err, git.NoErrAlreadyUpToDate):
+		return nil
+	case strings.Contains(err.Error(), "required to be") || strings.Contains(err.Error(), "non-fast-forward") ||
+		strings.Contains(err.Error(), "fetch first") || strings.Contains(err.Error(), "stale info"):
+		was := "absent"
+		if base.Exists {
+			was = short(base.Tip)
+		}
+		return fmt.Errorf("%w: pushing %s to %s: the branch was %s when chartpin looked and someone else has pushed since (%v); nothing was overwritten: re-run to start from their state",
+			ErrMoved, short(commit), r.remote+"/"+branch, was, err)
+	default:
+		return fmt.Errorf("pushing %s to %s/%s: %w; %s", short(commit), r.remote, branch, err, hint(err))
+	}
+}
+
+// authFor returns the auth method for the remote's URL scheme.
+func (r *Repo) authFor() transport.AuthMethod {
+	if r.auth != nil {
+		u, _ := r.RemoteURL()
+		_, isSSH := r.auth.(gitssh.AuthMethod)
+		if isSSHURL(u) == isSSH {
+			return r.auth
+		}
+	}
+	return nil
+}
+
+func isSSHURL(u string) bool {
+	if strings.HasPrefix(u, "ssh://") {
+		return true
+	}
+	if pu, err := url.Parse(u); err == nil && pu.Scheme != "" {
+		return false
+	}
+	return strings.Contains(u, "@") && strings.Contains(u, ":") // scp-like git@host:owner/repo
+}
+
+// hint names the next step for common transport failures.
+func hint(err error) string {
+	switch {
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		return "set GITHUB_TOKEN to a token allowed to push (contents: write), or use an SSH remote with a key"
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return "check the remote URL and that the token can see the repository"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the remote did not answer in time; raise --timeout or re-run"
+	}
+	return "check the remote URL and network, then re-run (release is idempotent)"
+}
+
+func short(h plumbing.Hash) string { return h.String()[:12] }
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

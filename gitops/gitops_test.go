@@ -1,0 +1,383 @@
+package gitops
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// need skips (or, in CI, fails) when an external program is missing.
+func need(t *testing.T, path string) {
+	t.Helper()
+	if _, err := exec.LookPath(path); err != nil {
+		if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
+			t.Fatalf("%s is required (CHARTPIN_REQUIRE_INTEGRATION=1): %v", path, err)
+		}
+		t.Skipf("SKIPPING: %s not installed (apt-get install git); this test needs a real git", path)
+	}
+}
+
+func run(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GIT_AUTHOR_NAME=Alice", "GIT_AUTHOR_EMAIL=alice@example.com",
+		"GIT_COMMITTER_NAME=Alice", "GIT_COMMITTER_EMAIL=alice@example.com",
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func write(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fixture makes a bare remote and a clone with a chart committed on main.
+func fixture(t *testing.T) (work, bare string) {
+	t.Helper()
+	need(t, "git")
+	root := t.TempDir()
+	bare = filepath.Join(root, "remote.git")
+	work = filepath.Join(root, "work")
+	run(t, root, "init", "--bare", bare)
+	run(t, root, "init", work)
+	write(t, filepath.Join(work, "charts/app/Chart.yaml"), "apiVersion: v2\nname: app\nversion: 1.0.0\n")
+	write(t, filepath.Join(work, "charts/app/values.yaml"), "image:\n  digest: \"\"\n")
+	write(t, filepath.Join(work, "README.md"), "app\n")
+	write(t, filepath.Join(work, "hack/run.sh"), "#!/bin/sh\n")
+	if err := os.Chmod(filepath.Join(work, "hack/run.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, work, "add", ".")
+	run(t, work, "commit", "-qm", "initial")
+	run(t, work, "remote", "add", "origin", bare)
+	run(t, work, "push", "-q", "origin", "main")
+	return work, bare
+}
+
+func open(t *testing.T, dir string, opts ...Option) *Repo {
+	t.Helper()
+	clock := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	r, err := Open(dir, append([]Option{WithClock(func() time.Time { clock = clock.Add(time.Second); return clock })}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func pinFiles(work, digest string) map[string][]byte {
+	return map[string][]byte{
+		filepath.Join(work, "charts/app/values.yaml"): []byte("image:\n  digest: \"" + digest + "\"\n"),
+		"charts/app/Chart.yaml":                        []byte("apiVersion: v2\nname: app\nversion: 1.0.1\n"),
+	}
+}
+
+// release runs Inspect → Commit → Push once, as the release flow does.
+func release(t *testing.T, r *Repo, digest string) (Commit, error) {
+	t.Helper()
+	ctx := context.Background()
+	remote, err := r.Inspect(ctx, "chartpin/pins")
+	if err != nil {
+		return Commit{}, err
+	}
+	head, err := r.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Commit(ctx, CommitRequest{Branch: "chartpin/pins", Parent: head, Files: pinFiles(r.Root(), digest),
+		Message: "chart app: pin image\n\nbody", Reuse: remote.Tip})
+	if err != nil {
+		return c, err
+	}
+	return c, r.Push(ctx, "chartpin/pins", c.Hash, remote)
+}
+
+func TestPushToBareRepository(t *testing.T) {
+	work, bare := fixture(t)
+	r := open(t, work)
+	c, err := release(t, r, "sha256:aaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Created || len(c.Paths) != 2 {
+		t.Fatalf("commit = %+v, want created with 2 paths", c)
+	}
+	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {
+		t.Fatalf("remote branch at %s, want %s", got, c.Hash)
+	}
+	if got := run(t, bare, "show", "chartpin/pins:charts/app/values.yaml"); got != "image:\n  digest: \"sha256:aaa\"" {
+		t.Fatalf("values.yaml on branch = %q", got)
+	}
+	// Only the two files changed; everything else is the parent's.
+	if got := run(t, bare, "diff", "--name-only", "main", "chartpin/pins"); got != "charts/app/Chart.yaml\ncharts/app/values.yaml" {
+		t.Fatalf("changed files = %q", got)
+	}
+	if got := run(t, bare, "ls-tree", "chartpin/pins", "hack/run.sh"); !strings.HasPrefix(got, "100755") {
+		t.Fatalf("executable bit lost: %q", got)
+	}
+	if got := run(t, bare, "log", "-1", "--format=%B", "chartpin/pins"); !strings.Contains(got, "Chartpin-Branch: chartpin/pins") {
+		t.Fatalf("commit message lacks trailer: %q", got)
+	}
+	if got := run(t, bare, "fsck", "--strict"); strings.Contains(got, "error") {
+		t.Fatalf("fsck: %s", got)
+	}
+	// The checkout is untouched: still on main, clean.
+	if got := run(t, work, "status", "--porcelain"); got != "" {
+		t.Fatalf("working tree changed: %q", got)
+	}
+	if got := run(t, work, "rev-parse", "--abbrev-ref", "HEAD"); got != "main" {
+		t.Fatalf("HEAD moved to %s", got)
+	}
+}
+
+func TestRerunSameContentIsNoop(t *testing.T) {
+	work, bare := fixture(t)
+	first, err := release(t, open(t, work), "sha256:aaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := release(t, open(t, work), "sha256:aaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Created || again.Hash != first.Hash {
+		t.Fatalf("re-run made a new commit %s (first %s)", again.Hash, first.Hash)
+	}
+	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != first.Hash.String() {
+		t.Fatalf("remote moved to %s", got)
+	}
+}
+
+func TestBranchAlreadyExistsIsReplaced(t *testing.T) {
+	work, bare := fixture(t)
+	first, err := release(t, open(t, work), "sha256:aaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fresh clone (as CI has) sees the existing branch and replaces it.
+	clone := filepath.Join(t.TempDir(), "ci")
+	run(t, filepath.Dir(clone), "clone", "-q", bare, clone)
+	second, err := release(t, open(t, clone), "sha256:bbb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.Created || second.Hash == first.Hash {
+		t.Fatalf("second = %+v", second)
+	}
+	if got := run(t, bare, "show", "chartpin/pins:charts/app/values.yaml"); !strings.Contains(got, "sha256:bbb") {
+		t.Fatalf("branch content = %q", got)
+	}
+	// One commit on top of main, not a pile.
+	if got := run(t, bare, "rev-list", "--count", "main..chartpin/pins"); got != "1" {
+		t.Fatalf("commits on branch = %s", got)
+	}
+}
+
+func TestForeignCommitRefused(t *testing.T) {
+	work, bare := fixture(t)
+	if _, err := release(t, open(t, work), "sha256:aaa"); err != nil {
+		t.Fatal(err)
+	}
+	// Alice adds a fix-up commit to the PR branch.
+	alice := filepath.Join(t.TempDir(), "alice")
+	run(t, filepath.Dir(alice), "clone", "-q", "-b", "chartpin/pins", bare, alice)
+	write(t, filepath.Join(alice, "README.md"), "app, reviewed\n")
+	run(t, alice, "commit", "-qam", "docs: note")
+	run(t, alice, "push", "-q", "origin", "chartpin/pins")
+	aliceTip := run(t, bare, "rev-parse", "chartpin/pins")
+
+	_, err := release(t, open(t, work), "sha256:bbb")
+	if !errors.Is(err, ErrForeignCommits) {
+		t.Fatalf("err = %v, want ErrForeignCommits", err)
+	}
+	for _, want := range []string{"origin/chartpin/pins", "Alice <alice@example.com>", "docs: note", "will not overwrite"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != aliceTip {
+		t.Fatalf("alice's commit was overwritten: %s", got)
+	}
+}
+
+func TestMovedBetweenInspectAndPushRefused(t *testing.T) {
+	for _, existed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "new-branch", true: "existing-branch"}[existed], func(t *testing.T) {
+			work, bare := fixture(t)
+			if existed {
+				if _, err := release(t, open(t, work), "sha256:aaa"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			r := open(t, work)
+			remote, err := r.Inspect(ctx, "chartpin/pins")
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, _ := r.Head()
+			c, err := r.Commit(ctx, CommitRequest{Branch: "chartpin/pins", Parent: head, Files: pinFiles(work, "sha256:ccc"), Message: "pin"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Someone else pushes to the branch after we looked.
+			bob := filepath.Join(t.TempDir(), "bob")
+			run(t, filepath.Dir(bob), "clone", "-q", bare, bob)
+			run(t, bob, "checkout", "-qB", "chartpin/pins")
+			write(t, filepath.Join(bob, "README.md"), "bob was here\n")
+			run(t, bob, "commit", "-qam", "bob")
+			run(t, bob, "push", "-qf", "origin", "chartpin/pins")
+			bobTip := run(t, bare, "rev-parse", "chartpin/pins")
+
+			err = r.Push(ctx, "chartpin/pins", c.Hash, remote)
+			if !errors.Is(err, ErrMoved) {
+				t.Fatalf("err = %v, want ErrMoved", err)
+			}
+			if !strings.Contains(err.Error(), "nothing was overwritten") {
+				t.Errorf("error %q does not say nothing was overwritten", err)
+			}
+			if got := run(t, bare, "rev-parse", "chartpin/pins"); got != bobTip {
+				t.Fatalf("bob's push was overwritten: %s", got)
+			}
+		})
+	}
+}
+
+func TestNothingToCommit(t *testing.T) {
+	work, bare := fixture(t)
+	r := open(t, work)
+	head, _ := r.Head()
+	_, err := r.Commit(context.Background(), CommitRequest{Branch: "chartpin/pins", Parent: head, Message: "pin",
+		Files: map[string][]byte{"charts/app/values.yaml": []byte("image:\n  digest: \"\"\n")}})
+	if !errors.Is(err, ErrNothingToCommit) {
+		t.Fatalf("err = %v, want ErrNothingToCommit", err)
+	}
+	if _, err := r.LocalBranch("chartpin/pins"); err != nil {
+		t.Fatal(err)
+	}
+	if lb, _ := r.LocalBranch("chartpin/pins"); lb.Exists {
+		t.Fatal("nothing to commit still created the local branch")
+	}
+	if out := run(t, bare, "branch", "--list", "chartpin/pins"); out != "" {
+		t.Fatalf("remote got a branch: %q", out)
+	}
+}
+
+func TestOutsideRepositoryRefused(t *testing.T) {
+	work, _ := fixture(t)
+	r := open(t, work)
+	head, _ := r.Head()
+	_, err := r.Commit(context.Background(), CommitRequest{Branch: "b", Parent: head, Message: "m",
+		Files: map[string][]byte{filepath.Join(t.TempDir(), "x"): []byte("x")}})
+	if err == nil || !strings.Contains(err.Error(), "outside the repository") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// gitHTTP serves bare repositories under root through git http-backend,
+// requiring the token as the basic-auth password, and counts requests.
+func gitHTTP(t *testing.T, root, token string) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	const backend = "/usr/lib/git-core/git-http-backend"
+	if _, err := os.Stat(backend); err != nil {
+		if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
+			t.Fatalf("%s is required (CHARTPIN_REQUIRE_INTEGRATION=1): %v", backend, err)
+		}
+		t.Skipf("SKIPPING: %s not installed (apt-get install git); the smart-HTTP push test needs it", backend)
+	}
+	var n atomic.Int64
+	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		if _, pass, ok := r.BasicAuth(); !ok || pass != token {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "bad credentials", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func TestPushOverSmartHTTPWithToken(t *testing.T) {
+	work, bare := fixture(t)
+	run(t, bare, "config", "http.receivepack", "true")
+	srv, requests := gitHTTP(t, filepath.Dir(bare), "s3cret-token")
+	run(t, work, "remote", "set-url", "origin", srv.URL+"/remote.git")
+
+	// Wrong token: refused, the token never appears in the message.
+	_, err := release(t, open(t, work, WithToken("wrong-token")), "sha256:aaa")
+	if err == nil || !strings.Contains(err.Error(), "GITHUB_TOKEN") || strings.Contains(err.Error(), "wrong-token") {
+		t.Fatalf("err = %v, want an auth error naming GITHUB_TOKEN and not the token", err)
+	}
+
+	requests.Store(0)
+	c, err := release(t, open(t, work, WithToken("s3cret-token")), "sha256:aaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {
+		t.Fatalf("remote branch at %s, want %s", got, c.Hash)
+	}
+	t.Logf("first push over smart HTTP: %d requests", requests.Load())
+
+	// Re-run: same content, one ls-remote and nothing else.
+	requests.Store(0)
+	again, err := release(t, open(t, work, WithToken("s3cret-token")), "sha256:aaa")
+	if err != nil || again.Created {
+		t.Fatalf("re-run: %+v, %v", again, err)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Fatalf("unchanged re-run sent %d requests, want 1 (the ref listing)", n)
+	}
+
+	// A newer pin replaces our own commit over HTTP too.
+	if _, err := release(t, open(t, work, WithToken("s3cret-token")), "sha256:bbb"); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, bare, "show", "chartpin/pins:charts/app/values.yaml"); !strings.Contains(got, "sha256:bbb") {
+		t.Fatalf("branch content = %q", got)
+	}
+}
+
+func TestLocalBranch(t *testing.T) {
+	work, _ := fixture(t)
+	r := open(t, work)
+	c, err := release(t, r, "sha256:aaa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := r.LocalBranch("chartpin/pins")
+	if err != nil || !lb.Exists || lb.Tip != c.Hash || !lb.Ours {
+		t.Fatalf("local branch = %+v, %v", lb, err)
+	}
+	head, _ := r.Head()
+	if lb.Parent != head {
+		t.Fatalf("parent %s, want %s", lb.Parent, head)
+	}
+	if lb.Tip == plumbing.ZeroHash {
+		t.Fatal("zero tip")
+	}
+}
