@@ -52,10 +52,12 @@ func (f *File) Apply(edits ...Edit) ([]byte, error) {
 		}
 		byNode[e.Node] = e.Value
 		text := token(e.Node, s, e.Value)
-		if s.Start == s.End {
-			text = f.padInsert(s.Start, text)
+		start, end := s.Start, s.End
+		if start == end {
+			start, text = f.padInsert(start, text)
+			end = start
 		}
-		splices = append(splices, splice{start: s.Start, end: s.End, text: text, edit: e})
+		splices = append(splices, splice{start: start, end: end, text: text, edit: e})
 	}
 	sort.Slice(splices, func(i, j int) bool { return splices[i].start < splices[j].start })
 	size := len(f.Data)
@@ -92,17 +94,21 @@ func token(n *yaml.Node, s Scalar, value string) string {
 	return doubleQuote(value)
 }
 
-// padInsert separates a value inserted into an empty slot from the key's
-// colon before it and from a comment after it.
-func (f *File) padInsert(at int, text string) string {
+// padInsert places a value into an empty slot: after the blank that follows
+// the key's colon (or with a new one), and apart from a comment after it.
+func (f *File) padInsert(at int, text string) (int, string) {
 	d := f.Data
 	if at > 0 && !isBlank(d, at-1) && !isBreakAt(d, at-1) {
-		text = " " + text
+		if at < len(d) && isBlank(d, at) {
+			at++
+		} else {
+			text = " " + text
+		}
 	}
 	if at < len(d) && d[at] == '#' {
 		text += " "
 	}
-	return text
+	return at, text
 }
 
 // plainKeeps reports whether value can be written plain in place of n and

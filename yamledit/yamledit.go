@@ -81,7 +81,7 @@ func Parse(name string, data []byte) (*File, error) {
 			break
 		}
 		if err != nil {
-			return nil, failure.Input(parseError(name, err))
+			return nil, failure.Input(newParseError(name, err))
 		}
 		f.Docs = append(f.Docs, &doc)
 	}
@@ -93,12 +93,21 @@ func Parse(name string, data []byte) (*File, error) {
 	return f, nil
 }
 
-func parseError(name string, err error) error {
+// parseError renders yaml.v3's "yaml: line N: msg" as "file:N: parsing yaml: msg".
+type parseError struct {
+	msg string
+	err error
+}
+
+func (e parseError) Error() string { return e.msg }
+func (e parseError) Unwrap() error { return e.err }
+
+func newParseError(name string, err error) error {
 	msg := err.Error()
 	if m := lineRe.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("%s:%s: parsing yaml: %s: %w", name, m[1], msg[len(m[0]):], err)
+		return parseError{fmt.Sprintf("%s:%s: parsing yaml: %s; fix the file and retry", name, m[1], msg[len(m[0]):]), err}
 	}
-	return fmt.Errorf("%s: parsing yaml: %w", name, err)
+	return parseError{fmt.Sprintf("%s: parsing yaml: %s; fix the file and retry", name, strings.TrimPrefix(msg, "yaml: ")), err}
 }
 
 // lineStarts returns the byte offset of each line, counting line breaks the
@@ -367,7 +376,7 @@ func mapGet(m *yaml.Node, key string, depth int) *yaml.Node {
 		return nil
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if k := deref(m.Content[i]); k != nil && k.Kind == yaml.ScalarNode && k.Value == key && k.Tag != "!!merge" {
+		if k := deref(m.Content[i]); k != nil && k.Kind == yaml.ScalarNode && k.Value == key {
 			return m.Content[i+1]
 		}
 	}
