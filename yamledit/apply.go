@@ -203,35 +203,37 @@ func (f *File) verify(out []byte, edits map[*yaml.Node]string) error {
 			return err
 		}
 	}
-	// Comments may move between a key and its newly filled value, but
-	// their text and order must not change.
-	var ca, cb strings.Builder
+	// Comments may move between a key, its newly filled value and the next
+	// key (yaml.v3 attaches them by position), but no comment line may
+	// appear or disappear.
+	var ca, cb []string
 	for i := range f.Docs {
-		comments(f.Docs[i], &ca)
-		comments(g.Docs[i], &cb)
+		ca = comments(f.Docs[i], ca)
+		cb = comments(g.Docs[i], cb)
 	}
-	if ca.String() != cb.String() {
+	sort.Strings(ca)
+	sort.Strings(cb)
+	if strings.Join(ca, "\n") != strings.Join(cb, "\n") {
 		return fmt.Errorf("%s: %w: comments changed after the edit; nothing written", f.Name, ErrVerify)
 	}
 	return nil
 }
 
-func comments(n *yaml.Node, b *strings.Builder) {
-	for _, c := range []string{n.HeadComment, n.LineComment} {
-		if c != "" {
-			b.WriteString(c)
-			b.WriteByte(0)
+// comments collects every non-empty comment line under n.
+func comments(n *yaml.Node, out []string) []string {
+	for _, c := range []string{n.HeadComment, n.LineComment, n.FootComment} {
+		for _, l := range strings.Split(c, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, l)
+			}
 		}
 	}
 	if n.Kind != yaml.AliasNode {
 		for _, c := range n.Content {
-			comments(c, b)
+			out = comments(c, out)
 		}
 	}
-	if n.FootComment != "" {
-		b.WriteString(n.FootComment)
-		b.WriteByte(0)
-	}
+	return out
 }
 
 func (f *File) same(a, b *yaml.Node, edits map[*yaml.Node]string) error {
