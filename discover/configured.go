@@ -1,0 +1,184 @@
+package discover
+
+import (
+	"fmt"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/internal/failure"
+)
+
+// configured returns exactly the pins cfg names. A configured path or pin key
+// that values.yaml lacks is an input error: chartpin never invents a key.
+func configured(name string, root *yaml.Node, cfg *config.Chart) ([]Pin, error) {
+	var pins []Pin
+	for _, img := range cfg.Images {
+		p, err := configuredPin(name, root, img)
+		if err != nil {
+			return nil, failure.Input(fmt.Errorf("image %s (chartpin.yaml line %d): %w", img.At, img.Line, err))
+		}
+		p.Platforms, p.Versions, p.When, p.Follows, p.ConfigLine = img.Platforms, img.Versions, img.When, img.Follows, img.Line
+		pins = append(pins, p)
+	}
+	return pins, nil
+}
+
+func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) {
+	at, _, err := lookup(root, img.At)
+	if err != nil {
+		return Pin{}, fmt.Errorf("%s: %v; fix at: or the values", name, err)
+	}
+	at = deref(at)
+	if at.Kind == yaml.ScalarNode {
+		return configuredString(name, at, img)
+	}
+	if at.Kind != yaml.MappingNode {
+		return Pin{}, fmt.Errorf("%s:%d: %s is a list, not an image block or image string", name, at.Line, img.At)
+	}
+	b := block{name: name, path: img.At, node: at, root: root}
+	tagKey := img.TagFrom
+	if tagKey == "" {
+		tagKey = "tag"
+	}
+	pinKey := img.Pin
+	if pinKey == "" {
+		if pinKey, err = b.defaultPinKey(tagKey); err != nil {
+			return Pin{}, err
+		}
+	}
+	pn, pk, err := lookup(at, pinKey)
+	if err != nil {
+		return Pin{}, fmt.Errorf("%s:%d: %s has no %s key (%v); chartpin never invents a key: add %s: \"\" to the block",
+			name, at.Line, img.At, pinKey, err, pinKey)
+	}
+	pn = deref(pn)
+	if pn.Kind != yaml.ScalarNode {
+		return Pin{}, fmt.Errorf("%s:%d: %s.%s is not a scalar", name, pn.Line, img.At, pinKey)
+	}
+	_ = pk
+	value := ""
+	if pn.ShortTag() != "!!null" {
+		value = pn.Value
+	}
+	p := b.base(pinKey, pn)
+	p.Format = img.Format
+	if p.Format == "" {
+		p.Format = formatOf(pinKey, value)
+		if pinKey == tagKey && p.Format != config.FormatRefDigest {
+			p.Format = config.FormatTagDigest
+		}
+	}
+	p.Digest = digestOf(value)
+	if value != "" && p.Digest == "" && pinKey != tagKey {
+		return Pin{}, fmt.Errorf("%s:%d: %s holds %q, which is not a digest", name, pn.Line, p.Path, value)
+	}
+	if (p.Format == config.FormatTagDigest || p.Format == config.FormatRefDigest) && pinKey != tagKey {
+		return Pin{}, fmt.Errorf("%s:%d: format %s writes the tag too, so pin: must be the tag key %s (tagFrom)", name, pn.Line, p.Format, tagKey)
+	}
+	if img.Follows != "" {
+		// The digest comes from the followed image; the block's own image is informational.
+		p.Repository, _ = b.repository(img.Repository)
+		if tn, err := Lookup(at, tagKey); err == nil && tn.Kind == yaml.ScalarNode {
+			p.Tag, p.TagPath, p.TagLine = stripDigest(tn.Value), join(img.At, tagKey), tn.Line
+		}
+		return p, nil
+	}
+	p.Repository, p.Problem = b.repository(img.Repository)
+	tn, err := Lookup(at, tagKey)
+	if err != nil {
+		if img.Versions == "" && p.Problem == "" {
+			p.Problem = fmt.Sprintf("%s has no %s key, so the float to pin is unknown; set tagFrom: or versions:", img.At, tagKey)
+		}
+		return p, nil
+	}
+	if tn.Kind != yaml.ScalarNode {
+		return Pin{}, fmt.Errorf("%s:%d: %s.%s is not a scalar tag", name, tn.Line, img.At, tagKey)
+	}
+	p.TagPath, p.TagLine = join(img.At, tagKey), tn.Line
+	if tn.ShortTag() != "!!null" {
+		p.Tag = tn.Value
+	}
+	if pinKey == tagKey && p.Format == config.FormatRefDigest {
+		repo, tag, _ := splitRef(p.Tag)
+		p.Tag = tag
+		if img.Repository == "" {
+			p.Repository, p.Problem = normalizeRepo(repo)
+		}
+	} else if m := tagDigestRe.FindStringSubmatch(p.Tag); m != nil {
+		if pinKey != tagKey {
+			return Pin{}, fmt.Errorf("%s:%d: ambiguous pin: %s holds %q and %s is a second pin of the same image; keep one",
+				name, tn.Line, p.TagPath, p.Tag, p.Path)
+		}
+		p.Tag = m[1]
+	}
+	if p.Problem == "" && p.Tag == "" && img.Versions == "" {
+		p.Problem = fmt.Sprintf("%s is empty (the templates likely default it, e.g. to appVersion); set a tag, tagFrom: or versions:", p.TagPath)
+	}
+	return p, nil
+}
+
+func stripDigest(s string) string {
+	base, _, _ := strings.Cut(s, "@")
+	return base
+}
+
+// defaultPinKey picks the block's one primary pin location: digest, sha, or
+// a tag holding tag@digest. None or several is an error.
+func (b block) defaultPinKey(tagKey string) (string, error) {
+	var cands []string
+	for _, k := range []string{"digest", "sha"} {
+		if _, v := b.scalar(k); v != nil {
+			cands = append(cands, k)
+		}
+	}
+	if tn, err := Lookup(b.node, tagKey); err == nil && tn.Kind == yaml.ScalarNode && tagDigestRe.MatchString(tn.Value) {
+		cands = append(cands, tagKey)
+	}
+	switch len(cands) {
+	case 0:
+		return "", fmt.Errorf("%s:%d: %s has no digest or sha key and no tag@digest; chartpin never invents a key: add digest: \"\" or set pin:",
+			b.name, b.node.Line, b.path)
+	case 1:
+		return cands[0], nil
+	}
+	return "", fmt.Errorf("%s:%d: ambiguous pin: %s has %s; say which with pin:", b.name, b.node.Line, b.path, strings.Join(cands, " and "))
+}
+
+// configuredString is a single-string image: the scalar holds repo:tag[@digest],
+// or tag[@digest] with the repository from the config.
+func configuredString(name string, n *yaml.Node, img config.Image) (Pin, error) {
+	if img.Pin != "" || img.TagFrom != "" {
+		return Pin{}, fmt.Errorf("%s:%d: %s is a string, not a block: drop pin:/tagFrom:", name, n.Line, img.At)
+	}
+	p := Pin{File: name, Line: n.Line, Column: n.Column, Path: img.At, At: img.At, TagPath: img.At, TagLine: n.Line}
+	value := n.Value
+	if n.ShortTag() == "!!null" {
+		value = ""
+	}
+	if img.Repository != "" && !strings.Contains(value, "/") {
+		// tag or tag@digest; the repository is configured.
+		p.Format = config.FormatTagDigest
+		p.Tag, p.Digest = stripDigest(value), digestOf(value)
+		p.Repository, p.Problem = normalizeRepo(img.Repository)
+	} else {
+		if !refRe.MatchString(value) {
+			return Pin{}, fmt.Errorf("%s:%d: %s holds %q, not an image reference repo:tag[@sha256:…]", name, n.Line, img.At, value)
+		}
+		repo, tag, digest := splitRef(value)
+		p.Format = config.FormatRefDigest
+		p.Tag, p.Digest = tag, digest
+		if img.Repository != "" {
+			repo = img.Repository
+		}
+		p.Repository, p.Problem = normalizeRepo(repo)
+	}
+	if img.Format != "" && img.Format != p.Format {
+		return Pin{}, fmt.Errorf("%s:%d: %s is a single string written as %s; format %s does not fit it", name, n.Line, img.At, p.Format, img.Format)
+	}
+	if p.Problem == "" && p.Tag == "" && img.Versions == "" {
+		p.Problem = fmt.Sprintf("%s %q has no tag, so the float to pin is unknown", img.At, value)
+	}
+	return p, nil
+}

@@ -1,0 +1,398 @@
+// Package discover finds the image pins a chart's values.yaml declares: with
+// a config, exactly the configured images; without one, every image block that
+// carries a pin key, anywhere in the file (lesson 7: a watcher that walked only
+// images: watched 1 of 3 pins). A pin whose image cannot be determined is
+// returned with Problem set, never dropped.
+package discover
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/resolver"
+)
+
+// ValuesFile is the file chartpin pins into: only chart defaults reach
+// installed edges through helm upgrade --reset-then-reuse-values (lesson 2).
+const ValuesFile = "values.yaml"
+
+// Pin is one pin location in values.yaml and the image it pins.
+type Pin struct {
+	// File is the absolute path of values.yaml.
+	File string `json:"file"`
+	// Line and Column locate the pin scalar (1-based).
+	Line   int `json:"line"`
+	Column int `json:"column"`
+	// Path is the dotted path of the pin scalar, e.g. images.ingestor.prodDigest.
+	Path string `json:"path"`
+	// At is the dotted path of the image block (for a single-string image, the scalar).
+	At string `json:"at"`
+	// Key is the pin key inside the block ("" for a single-string image).
+	Key string `json:"key,omitempty"`
+	// Repository is registry/repository, normalized; "" if unknown.
+	Repository string `json:"repository,omitempty"`
+	// Tag is the float the pin is resolved from; TagPath is where it is read.
+	Tag     string `json:"tag,omitempty"`
+	TagPath string `json:"tagPath,omitempty"`
+	// TagLine is the line of the tag scalar (0 if there is none).
+	TagLine int `json:"tagLine,omitempty"`
+	// Digest is the current pin (sha256:…); "" means not pinned.
+	Digest string `json:"digest,omitempty"`
+	// Format is how the pin is written: digest | hex | tag@digest | ref@digest.
+	Format    string   `json:"format"`
+	Platforms []string `json:"platforms,omitempty"`
+	Versions  string   `json:"versions,omitempty"`
+	When      string   `json:"when,omitempty"`
+	Follows   string   `json:"follows,omitempty"`
+	// Problem is non-empty when the image cannot be determined (unwatchable).
+	Problem string `json:"problem,omitempty"`
+	// ConfigLine is the chartpin.yaml line that configured this pin (0 in discovery).
+	ConfigLine int `json:"configLine,omitempty"`
+}
+
+// Ref is the float this pin follows: Repository:Tag.
+func (p Pin) Ref() string { return p.Repository + ":" + p.Tag }
+
+// Where names the pin for messages: file:line (path).
+func (p Pin) Where() string { return fmt.Sprintf("%s:%d (%s)", p.File, p.Line, p.Path) }
+
+// Chart returns the pins of the chart in dir: with cfg nil by discovery, else
+// exactly cfg's images. Malformed YAML, duplicate keys and configured paths
+// that do not exist are input errors naming file:line.
+func Chart(dir string, cfg *config.Chart) ([]Pin, error) {
+	name := filepath.Join(dir, ValuesFile)
+	if abs, err := filepath.Abs(name); err == nil {
+		name = abs
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, failure.Input(fmt.Errorf("reading values: %w; is %s a chart directory?", err, dir))
+		}
+		return nil, fmt.Errorf("reading values: %w", err)
+	}
+	root, err := Parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return Find(name, root, cfg)
+}
+
+// Parse parses values bytes into the root node of the first document and
+// rejects duplicate mapping keys. Errors are input errors naming file:line.
+func Parse(name string, data []byte) (*yaml.Node, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}, nil
+		}
+		return nil, failure.Input(fmt.Errorf("%s: malformed YAML: %s; fix the file and rerun", name, strings.TrimPrefix(err.Error(), "yaml: ")))
+	}
+	// Later documents are not values (Helm reads the first), but they must parse.
+	for {
+		var more yaml.Node
+		if err := dec.Decode(&more); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, failure.Input(fmt.Errorf("%s: malformed YAML: %s; fix the file and rerun", name, strings.TrimPrefix(err.Error(), "yaml: ")))
+		}
+		if err := checkDuplicates(name, &more); err != nil {
+			return nil, err
+		}
+	}
+	if len(doc.Content) == 0 {
+		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}, nil
+	}
+	if err := checkDuplicates(name, &doc); err != nil {
+		return nil, err
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, failure.Input(fmt.Errorf("%s:%d: values must be a mapping at the top level", name, root.Line))
+	}
+	return root, nil
+}
+
+func checkDuplicates(name string, n *yaml.Node) error {
+	if n.Kind == yaml.MappingNode {
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind == yaml.ScalarNode && k.Value != "<<" {
+				if l, dup := seen[k.Value]; dup {
+					return failure.Input(fmt.Errorf("%s:%d: duplicate key %q (first at line %d); Helm keeps only one of them, remove the other",
+						name, k.Line, k.Value, l))
+				}
+				seen[k.Value] = k.Line
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if err := checkDuplicates(name, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Find returns the pins in a parsed values tree (see Chart).
+func Find(name string, root *yaml.Node, cfg *config.Chart) ([]Pin, error) {
+	if cfg == nil {
+		return discover(name, root)
+	}
+	return configured(name, root, cfg)
+}
+
+var (
+	hexRe       = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	digestRe    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	tagRe       = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+	tagDigestRe = regexp.MustCompile(`^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})@(sha256:[0-9a-f]{64})$`)
+	// a reference with a repository path: [host[:port]/]path[:tag][@digest]
+	refRe = regexp.MustCompile(`^([a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$`)
+	// variantRe matches fooDigest and digestFoo pin keys.
+	suffixRe = regexp.MustCompile(`^([a-z][A-Za-z0-9]*)Digest$`)
+	prefixRe = regexp.MustCompile(`^digest([A-Z][A-Za-z0-9]*)$`)
+)
+
+// IsPinKey reports whether a mapping key names a pin: digest, sha, or a
+// camelCase *Digest / digest* variant such as prodDigest or digestChroot.
+func IsPinKey(k string) bool {
+	return k == "digest" || k == "sha" || suffixRe.MatchString(k) || prefixRe.MatchString(k)
+}
+
+// Lookup returns the node at a dotted path (keys, and [N] for list items).
+// Aliases are followed. A missing path is an error naming where it stops.
+func Lookup(root *yaml.Node, path string) (*yaml.Node, error) {
+	n, _, err := lookup(root, path)
+	return n, err
+}
+
+// lookup also returns the key node of the last step (nil for list items).
+func lookup(root *yaml.Node, path string) (*yaml.Node, *yaml.Node, error) {
+	n := root
+	var key *yaml.Node
+	done := ""
+	for _, step := range splitPath(path) {
+		n = deref(n)
+		if step.index >= 0 {
+			if n.Kind != yaml.SequenceNode || step.index >= len(n.Content) {
+				return nil, nil, fmt.Errorf("%s%s: no list item %d", done, step.text, step.index)
+			}
+			n, key = n.Content[step.index], nil
+		} else {
+			if n.Kind != yaml.MappingNode {
+				return nil, nil, fmt.Errorf("%s is not a mapping (line %d), so it has no key %q", strings.TrimSuffix(done, "."), n.Line, step.key)
+			}
+			var next, k *yaml.Node
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == step.key {
+					k, next = n.Content[i], n.Content[i+1]
+				}
+			}
+			if next == nil {
+				where := strings.TrimSuffix(done, ".")
+				if where == "" {
+					where = "the top level"
+				}
+				return nil, nil, fmt.Errorf("no key %q under %s (line %d)", step.key, where, n.Line)
+			}
+			n, key = next, k
+		}
+		done += step.text + "."
+	}
+	return n, key, nil
+}
+
+type pathStep struct {
+	key   string
+	index int
+	text  string
+}
+
+func splitPath(path string) []pathStep {
+	var out []pathStep
+	for _, part := range strings.Split(path, ".") {
+		key := part
+		var idx []int
+		if i := strings.IndexByte(part, '['); i >= 0 {
+			key = part[:i]
+			for _, s := range strings.Split(strings.TrimSuffix(part[i+1:], "]"), "][") {
+				n, _ := strconv.Atoi(s)
+				idx = append(idx, n)
+			}
+		}
+		out = append(out, pathStep{key: key, index: -1, text: key})
+		for _, n := range idx {
+			out = append(out, pathStep{index: n, text: fmt.Sprintf("%s[%d]", key, n)})
+		}
+	}
+	return out
+}
+
+func deref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+func join(base, key string) string {
+	if base == "" {
+		return key
+	}
+	return base + "." + key
+}
+
+// block is an image block: a mapping and its path.
+type block struct {
+	name string
+	path string
+	node *yaml.Node
+	root *yaml.Node
+}
+
+func (b block) scalar(key string) (*yaml.Node, *yaml.Node) {
+	var k, v *yaml.Node
+	for i := 0; i+1 < len(b.node.Content); i += 2 {
+		if b.node.Content[i].Value == key {
+			k, v = b.node.Content[i], b.node.Content[i+1]
+		}
+	}
+	return k, v
+}
+
+// str returns the string value of a scalar child, and whether it is set (non-null, non-empty).
+func (b block) str(key string) string {
+	_, v := b.scalar(key)
+	v = deref(v)
+	if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
+		return ""
+	}
+	return v.Value
+}
+
+// globalRegistry is the chart-wide registry default that Bitnami-style and
+// ingress-nginx-style charts apply to blocks without their own registry.
+// An empty value is "no override" (lesson 21).
+func globalRegistry(root *yaml.Node) string {
+	for _, p := range []string{"global.imageRegistry", "global.image.registry"} {
+		if n, err := Lookup(root, p); err == nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && n.Value != "" {
+			return n.Value
+		}
+	}
+	return ""
+}
+
+// repository works out registry/repository from the block's siblings.
+func (b block) repository(override string) (string, string) {
+	if override != "" {
+		return normalizeRepo(override)
+	}
+	registry := b.str("registry")
+	repo := b.str("repository")
+	keyUsed := "repository"
+	if repo == "" {
+		if img := b.str("image"); img != "" && !strings.ContainsAny(img, ":@") {
+			repo, keyUsed = img, "image"
+		}
+	}
+	if repo == "" {
+		if _, v := b.scalar("repository"); v != nil {
+			return "", fmt.Sprintf("%s.repository is empty", b.path)
+		}
+		return "", fmt.Sprintf("block %s has no repository or image key (configure repository: in chartpin.yaml)", b.path)
+	}
+	if registry == "" && !hasHost(repo) {
+		registry = globalRegistry(b.root)
+	}
+	if registry != "" {
+		if hasHost(repo) {
+			return "", fmt.Sprintf("%s.registry %q and %s.%s %q both name a registry; ambiguous", b.path, registry, b.path, keyUsed, repo)
+		}
+		repo = strings.TrimSuffix(registry, "/") + "/" + repo
+	}
+	return normalizeRepo(repo)
+}
+
+func hasHost(repo string) bool {
+	h, _, ok := strings.Cut(repo, "/")
+	return ok && (strings.ContainsAny(h, ".:") || h == "localhost")
+}
+
+// normalizeRepo returns registry/repository fully qualified, or a problem.
+func normalizeRepo(repo string) (string, string) {
+	n, err := resolver.Normalize(repo + ":latest")
+	if err != nil {
+		return "", fmt.Sprintf("repository %q is not a valid image name", repo)
+	}
+	return strings.TrimSuffix(n, ":latest"), ""
+}
+
+// splitRef splits [host/]path[:tag][@digest] into repository, tag, digest.
+func splitRef(s string) (repo, tag, digest string) {
+	base, digest, _ := strings.Cut(s, "@")
+	if i := strings.LastIndex(base, ":"); i > strings.LastIndex(base, "/") {
+		return base[:i], base[i+1:], digest
+	}
+	return base, "", digest
+}
+
+// formatOf infers how an existing pin value is written.
+func formatOf(key, value string) string {
+	switch {
+	case digestRe.MatchString(value):
+		return config.FormatDigest
+	case hexRe.MatchString(value):
+		return config.FormatHex
+	case tagDigestRe.MatchString(value):
+		return config.FormatTagDigest
+	case strings.Contains(value, "@sha256:"):
+		return config.FormatRefDigest
+	case key == "sha":
+		// kube-prometheus-stack and node-exporter render @sha256:{{ .sha }}
+		return config.FormatHex
+	}
+	return config.FormatDigest
+}
+
+// digestOf returns the sha256:… digest held by a pin value in any format.
+func digestOf(value string) string {
+	switch {
+	case digestRe.MatchString(value):
+		return value
+	case hexRe.MatchString(value):
+		return "sha256:" + value
+	}
+	if _, d, ok := strings.Cut(value, "@"); ok && digestRe.MatchString(d) {
+		return d
+	}
+	return ""
+}
+
+func sortPins(pins []Pin) {
+	sort.SliceStable(pins, func(i, j int) bool {
+		if pins[i].Line != pins[j].Line {
+			return pins[i].Line < pins[j].Line
+		}
+		return pins[i].Column < pins[j].Column
+	})
+}

@@ -1,0 +1,347 @@
+package discover
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/internal/failure"
+)
+
+const corpora = "../../shared/corpora"
+
+func corpusDir(t *testing.T, rel string) string {
+	t.Helper()
+	d := filepath.Join(corpora, rel)
+	if _, err := os.Stat(d); err != nil {
+		// The corpora sit beside the repository on the build machines; the
+		// golden trees in pin/testdata carry copies for everywhere else.
+		t.Skipf("SKIPPED: corpus %s not present: %v", d, err)
+	}
+	return d
+}
+
+// summary is one pin as "path repo:tag format digest-prefix problem?".
+func summary(p Pin) string {
+	s := p.Path + " " + p.Repository + ":" + p.Tag + " " + p.Format
+	if p.Digest != "" {
+		s += " " + p.Digest[:16]
+	}
+	if p.Problem != "" {
+		s += " PROBLEM"
+	}
+	return s
+}
+
+func TestDiscoverCorpora(t *testing.T) {
+	cases := map[string][]string{
+		"bitnami/nginx": {
+			"image.digest docker.io/bitnami/nginx:1.29.1-debian-12-r0 digest",
+			"cloneStaticSiteFromGit.image.digest docker.io/bitnami/git:2.51.0-debian-12-r0 digest",
+			"metrics.image.digest docker.io/bitnami/nginx-exporter:1.4.2-debian-12-r9 digest",
+		},
+		// commented-out digests are never matched
+		"cert-manager/cert-manager": nil,
+		"vmware-tanzu/velero":       nil,
+		"ingress-nginx/ingress-nginx/release-oracle/before": {
+			// registry comes from global.image.registry: the block's own is commented out
+			"controller.image.digest registry.k8s.io/ingress-nginx/controller:v1.15.0 digest sha256:4eea9a4cc",
+			"controller.image.digestChroot : digest sha256:8f3634837 PROBLEM",
+			"controller.admissionWebhooks.patch.image.digest registry.k8s.io/ingress-nginx/kube-webhook-certgen:v1.6.9 digest sha256:01038e7de",
+		},
+		"karpenter/karpenter/release-oracle/before": {
+			"controller.image.digest public.ecr.aws/karpenter/controller:1.13.0 digest sha256:ea731b0cd",
+		},
+		"prometheus-community/prometheus-node-exporter": {
+			"image.digest quay.io/prometheus/node-exporter: digest PROBLEM",
+			"kubeRBACProxy.image.sha quay.io/brancz/kube-rbac-proxy:v0.22.1 hex",
+			"permissionInitContainer.image.sha quay.io/prometheus/busybox:latest hex",
+		},
+		"sigstore/fulcio": {
+			"server.image.version ghcr.io/sigstore/fulcio:v1.8.8 tag@digest sha256:ef72cf56c",
+		},
+		"truecharts/jellyfin": {
+			"image.tag oci.trueforge.org/containerforge/jellyfin:10.11.11 tag@digest sha256:7f5325bd2",
+			"broadcastProxyImage.tag docker.io/alpine/socat:1.8.1.3 tag@digest sha256:5f275aa1b",
+		},
+		"argo-helm/argo-cd": nil,
+	}
+	for rel, want := range cases {
+		t.Run(rel, func(t *testing.T) {
+			pins, err := Chart(corpusDir(t, rel), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range pins {
+				got = append(got, summary(p))
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+func TestDiscoverKubePrometheusStack(t *testing.T) {
+	pins, err := Chart(corpusDir(t, "prometheus-community/kube-prometheus-stack"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok, problems int
+	for _, p := range pins {
+		if p.Format != config.FormatHex {
+			t.Errorf("%s: format %s, want hex (the chart renders @sha256:{{ .sha }})", p.Path, p.Format)
+		}
+		if p.Problem != "" {
+			problems++
+			if !strings.Contains(p.Problem, "is empty") {
+				t.Errorf("%s: problem %q", p.Path, p.Problem)
+			}
+		} else {
+			ok++
+		}
+	}
+	// 10 sha keys: 6 with a tag, 4 whose tag defaults to appVersion in the templates.
+	if ok != 6 || problems != 4 {
+		t.Errorf("ok=%d problems=%d, want 6 and 4 (none dropped)", ok, problems)
+	}
+}
+
+func writeChart(t *testing.T, values string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// seedValues is shaped like the seed chart: channel tags, a prod pin, a
+// follower, a pin outside images:, and a block with no repository.
+const seedValues = `global:
+  imageRegistry: ""
+images:
+  ingestor:
+    repository: ghcr.io/example/ingestor
+    tag: ""
+    channelTags:
+      dev: "0.9"
+      stg: "0.8"
+      prod: "0.8"
+    prodPin: true
+    prodDigest: sha256:1111111111111111111111111111111111111111111111111111111111111111
+    digest: ""
+  jobsManager:
+    repository: docker.io/example/jobs-manager
+    tag: "1.4"
+    digest: ''
+  requestsProxy:
+    repository: docker.io/example/jobs-manager
+    tag: "1.4"
+    digest: ""
+  podsMonitor:
+    tag: "2.0"
+    digest: ""
+egressProxy:
+  image:
+    repository: docker.io/library/nginx
+    tag: "1.27"
+    # digest: sha256:2222222222222222222222222222222222222222222222222222222222222222
+    digest:
+sidecar:
+  image: busybox:1.36
+  other: nginx:1.27@sha256:3333333333333333333333333333333333333333333333333333333333333333
+notAnImage:
+  image: not-a-ref
+  command: "echo x:y"
+`
+
+func TestDiscoverSeedShape(t *testing.T) {
+	dir := writeChart(t, seedValues)
+	pins, err := Chart(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range pins {
+		got = append(got, summary(p))
+	}
+	want := []string{
+		"images.ingestor.prodDigest ghcr.io/example/ingestor:0.8 digest sha256:111111111",
+		"images.ingestor.digest ghcr.io/example/ingestor: digest PROBLEM",
+		"images.jobsManager.digest docker.io/example/jobs-manager:1.4 digest",
+		"images.requestsProxy.digest docker.io/example/jobs-manager:1.4 digest",
+		"images.podsMonitor.digest : digest PROBLEM",
+		"egressProxy.image.digest docker.io/library/nginx:1.27 digest",
+		"sidecar.image docker.io/library/busybox:1.36 ref@digest",
+		"sidecar.other docker.io/library/nginx:1.27 ref@digest sha256:333333333",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, p := range pins {
+		if p.Path == "images.ingestor.prodDigest" && (p.TagPath != "images.ingestor.channelTags.prod" || p.Line != 12 || p.TagLine != 10) {
+			t.Errorf("prodDigest: tagPath %s line %d tagLine %d", p.TagPath, p.Line, p.TagLine)
+		}
+		if p.Path == "images.podsMonitor.digest" && !strings.Contains(p.Problem, "no repository or image key") {
+			t.Errorf("podsMonitor problem = %q", p.Problem)
+		}
+		if p.File != filepath.Join(dir, "values.yaml") {
+			t.Errorf("file = %s", p.File)
+		}
+	}
+}
+
+func TestDiscoverBadInput(t *testing.T) {
+	cases := []struct {
+		name, values, want string
+	}{
+		{"malformed", "a:\n  b: [\n", "values.yaml: malformed YAML: line 2"},
+		{"duplicate", "image:\n  repository: a/b\n  tag: x\n  digest: \"\"\n  digest: \"\"\n", "values.yaml:5: duplicate key \"digest\" (first at line 4)"},
+		{"ambiguous", "image:\n  repository: a/b\n  tag: v1@sha256:1111111111111111111111111111111111111111111111111111111111111111\n  digest: \"\"\n",
+			"values.yaml:2: ambiguous pin: image.tag (line 3) and image.digest (line 4) hold the same image's digest"},
+		{"top level list", "- a\n", "values must be a mapping"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Chart(writeChart(t, tc.values), nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if failure.Code(err) != 2 {
+				t.Errorf("exit class %d, want 2", failure.Code(err))
+			}
+		})
+	}
+	_, err := Chart(t.TempDir(), nil)
+	if err == nil || failure.Code(err) != 2 || !strings.Contains(err.Error(), "values.yaml") {
+		t.Errorf("missing values.yaml: %v", err)
+	}
+}
+
+func TestDiscoverAnchorsAndDocuments(t *testing.T) {
+	values := "---\nbase: &img\n  repository: a/b\n  tag: \"1\"\n  digest: &d sha256:1111111111111111111111111111111111111111111111111111111111111111\ncopy: *img\nother:\n  repository: a/c\n  tag: \"2\"\n  digest: *d\n---\nsecond:\n  image:\n    repository: x/y\n    tag: z\n    digest: \"\"\n"
+	pins, err := Chart(writeChart(t, values), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range pins {
+		got = append(got, summary(p)+" @"+strconv.Itoa(p.Line))
+	}
+	// copy: *img is the anchored block again (found once); other.digest: *d
+	// points at the anchored scalar (line 5), which is written once.
+	want := "base.digest docker.io/a/b:1 digest sha256:111111111 @5\nother.digest docker.io/a/c:2 digest sha256:111111111 @5"
+	if strings.Join(got, "\n") != want {
+		t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
+	}
+}
+
+func TestConfigured(t *testing.T) {
+	dir := writeChart(t, seedValues+`serviceDbAccountsByEnv:
+  prod: true
+controller:
+  image:
+    image: ingress-nginx/controller
+    tag: "v1.15.0"
+    digest: sha256:4eea9a4cc2cb6ddcb7da14d377aaf452e68bd3dbe87fe280755d225c4d5e7e4e
+    digestChroot: sha256:8f3634837abc5c739baff6527934e08131e095317d69bf64d168e07aef53ac12
+jelly:
+  repository: oci.example.org/jellyfin
+  tag: 10.11.11@sha256:7f5325bd23b7445a8fda17b6d2d24033e3935536789f682aed63698b7b3a97c6
+`)
+	cfgText := `charts:
+  - dir: ` + dir + `
+    images:
+      - at: images.ingestor
+        tagFrom: channelTags.prod
+        pin: prodDigest
+        platforms: [linux/amd64, linux/arm64]
+        versions: ">=0.8.0 <=0.8.4"
+        when: serviceDbAccountsByEnv.prod == true
+      - at: images.jobsManager
+      - at: images.requestsProxy
+        follows: images.jobsManager
+      - at: images.podsMonitor
+        repository: ghcr.io/example/pods-monitor
+      - at: controller.image
+        repository: registry.k8s.io/ingress-nginx/controller
+      - at: controller.image
+        repository: registry.k8s.io/ingress-nginx/controller-chroot
+        pin: digestChroot
+      - at: jelly
+      - at: sidecar.image
+`
+	cf, err := config.Parse(filepath.Join(dir, "chartpin.yaml"), []byte(cfgText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins, err := Chart(dir, &cf.Charts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range pins {
+		got = append(got, summary(p))
+	}
+	want := []string{
+		"images.ingestor.prodDigest ghcr.io/example/ingestor:0.8 digest sha256:111111111",
+		"images.jobsManager.digest docker.io/example/jobs-manager:1.4 digest",
+		"images.requestsProxy.digest docker.io/example/jobs-manager:1.4 digest",
+		"images.podsMonitor.digest ghcr.io/example/pods-monitor:2.0 digest",
+		"controller.image.digest registry.k8s.io/ingress-nginx/controller:v1.15.0 digest sha256:4eea9a4cc",
+		"controller.image.digestChroot registry.k8s.io/ingress-nginx/controller-chroot:v1.15.0 digest sha256:8f3634837",
+		"jelly.tag oci.example.org/jellyfin:10.11.11 tag@digest sha256:7f5325bd2",
+		"sidecar.image docker.io/library/busybox:1.36 ref@digest",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if pins[0].Versions == "" || pins[0].When == "" || len(pins[0].Platforms) != 2 || pins[2].Follows != "images.jobsManager" || pins[0].ConfigLine != 4 {
+		t.Errorf("config fields not carried: %+v / %+v", pins[0], pins[2])
+	}
+
+	bad := []struct{ name, images, want string }{
+		{"missing path", "      - at: images.nope\n", "image images.nope (chartpin.yaml line 4): " + dir + "/values.yaml: no key \"nope\" under images"},
+		{"missing pin key", "      - at: images.jobsManager\n        pin: prodDigest\n", "has no prodDigest key"},
+		{"no pin key at all", "      - at: serviceDbAccountsByEnv\n", "has no digest or sha key"},
+		{"ambiguous", "      - at: amb\n", "ambiguous pin: amb has digest and tag"},
+		{"list", "      - at: list\n", "is a list"},
+	}
+	extra := "amb:\n  repository: a/b\n  tag: v1@sha256:1111111111111111111111111111111111111111111111111111111111111111\n  digest: \"\"\nlist: [1]\n"
+	dir2 := writeChart(t, seedValues+"serviceDbAccountsByEnv:\n  prod: true\n"+extra)
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			cf, err := config.Parse(filepath.Join(dir2, "chartpin.yaml"), []byte("charts:\n  - dir: "+dir2+"\n    images:\n"+tc.images))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Chart(dir2, &cf.Charts[0])
+			want := strings.ReplaceAll(tc.want, dir, dir2)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("err = %v, want %q", err, want)
+			}
+			if failure.Code(err) != 2 {
+				t.Errorf("exit class %d, want 2", failure.Code(err))
+			}
+		})
+	}
+}
+
+func TestLookup(t *testing.T) {
+	root, err := Parse("v.yaml", []byte("a:\n  b:\n    - x: 1\n    - x: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Lookup(root, "a.b[1].x")
+	if err != nil || n.Value != "2" {
+		t.Errorf("Lookup = %v, %v", n, err)
+	}
+	if _, err := Lookup(root, "a.c"); err == nil || !strings.Contains(err.Error(), `no key "c" under a`) {
+		t.Errorf("err = %v", err)
+	}
+}
