@@ -1,0 +1,276 @@
+package upgrade
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/registry"
+	"helm.sh/helm/v3/pkg/repo"
+	"sigs.k8s.io/yaml"
+)
+
+// maxDownload caps an index or chart archive read into memory.
+const maxDownload = 64 << 20
+
+// chartSource lists a chart's versions and fetches one.
+type chartSource interface {
+	latest(ctx context.Context, opts Options) (*semver.Version, error)
+	fetch(ctx context.Context, opts Options, version string) (*chart.Chart, error)
+	String() string
+}
+
+func source(opts Options) chartSource {
+	if opts.OCI != "" {
+		return &ociSource{ref: strings.TrimSuffix(strings.TrimPrefix(opts.OCI, "oci://"), "/") + "/" + opts.Chart}
+	}
+	return &indexSource{url: strings.TrimSuffix(opts.RepoURL, "/") + "/index.yaml", base: opts.RepoURL}
+}
+
+// Newest is the highest semantic version among versions: 1.9.63-rc.1 ranks
+// below 1.9.63 (lesson 14). Prereleases are candidates only when
+// allowPrerelease is set; strings that are not semver are skipped.
+func Newest(versions []string, allowPrerelease bool) (*semver.Version, error) {
+	var best *semver.Version
+	prereleases := 0
+	for _, s := range versions {
+		v, err := semver.NewVersion(s)
+		if err != nil {
+			continue
+		}
+		if v.Prerelease() != "" && !allowPrerelease {
+			prereleases++
+			continue
+		}
+		if best == nil || v.GreaterThan(best) {
+			best = v
+		}
+	}
+	if best == nil {
+		if prereleases > 0 {
+			return nil, fmt.Errorf("no stable version among %d versions (%d prereleases ignored; --allow-prerelease takes them)", len(versions), prereleases)
+		}
+		return nil, fmt.Errorf("no semantic version among %d versions", len(versions))
+	}
+	return best, nil
+}
+
+// indexSource is a classic Helm repository: index.yaml plus archives.
+type indexSource struct {
+	url, base string
+	index     *repo.IndexFile
+}
+
+func (s *indexSource) String() string { return s.url }
+
+func (s *indexSource) latest(ctx context.Context, opts Options) (*semver.Version, error) {
+	data, err := get(ctx, opts, s.url)
+	if err != nil {
+		return nil, fmt.Errorf("fetching repository index %s: %w", s.url, err)
+	}
+	idx := &repo.IndexFile{}
+	if err := yaml.Unmarshal(data, idx); err != nil {
+		return nil, fmt.Errorf("parsing repository index %s: %w; is --repo the directory that holds index.yaml?", s.url, err)
+	}
+	if idx.APIVersion == "" {
+		return nil, fmt.Errorf("parsing repository index %s: no apiVersion: is --repo the directory that holds index.yaml?", s.url)
+	}
+	s.index = idx
+	var versions []string
+	for _, cv := range idx.Entries[opts.Chart] {
+		if cv == nil || cv.Metadata == nil || cv.Removed || len(cv.URLs) == 0 {
+			continue
+		}
+		versions = append(versions, cv.Version)
+	}
+	if len(versions) == 0 {
+		return nil, fmt.Errorf("repository index %s has no chart %q: check --chart", s.url, opts.Chart)
+	}
+	v, err := Newest(versions, opts.AllowPrerelease)
+	if err != nil {
+		return nil, fmt.Errorf("chart %q in %s: %w", opts.Chart, s.url, err)
+	}
+	return v, nil
+}
+
+func (s *indexSource) fetch(ctx context.Context, opts Options, version string) (*chart.Chart, error) {
+	var cv *repo.ChartVersion
+	for _, c := range s.index.Entries[opts.Chart] {
+		if c != nil && c.Metadata != nil && c.Version == version && len(c.URLs) > 0 {
+			cv = c
+			break
+		}
+	}
+	if cv == nil {
+		return nil, fmt.Errorf("chart %q %s vanished from %s between reads", opts.Chart, version, s.url)
+	}
+	u, err := repo.ResolveReferenceURL(s.base, cv.URLs[0])
+	if err != nil {
+		return nil, fmt.Errorf("chart %q %s in %s: archive URL %q: %w", opts.Chart, version, s.url, cv.URLs[0], err)
+	}
+	data, err := get(ctx, opts, u)
+	if err != nil {
+		return nil, fmt.Errorf("downloading chart %q %s from %s: %w", opts.Chart, version, u, err)
+	}
+	if cv.Digest != "" {
+		sum := sha256.Sum256(data)
+		if got := hex.EncodeToString(sum[:]); got != cv.Digest {
+			return nil, fmt.Errorf("chart archive %s: sha256 %s, but %s says %s: the repository is inconsistent, republish the chart", u, got, s.url, cv.Digest)
+		}
+	}
+	return loadArchive(data, u, opts.Chart, version)
+}
+
+// get reads url within one request timeout.
+func get(ctx context.Context, opts Options, url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := opts.HTTPClient.Do(req)
+	if err != nil {
+		return nil, timeoutHint(ctx, opts, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxDownload+1))
+	if err != nil {
+		return nil, timeoutHint(ctx, opts, err)
+	}
+	if len(data) > maxDownload {
+		return nil, fmt.Errorf("GET %s: larger than %d bytes", url, maxDownload)
+	}
+	return data, nil
+}
+
+// timeoutHint says which deadline fired, so a hung repository reads as one.
+func timeoutHint(ctx context.Context, opts Options, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+		return fmt.Errorf("no answer within the %s request timeout (is the repository up and reachable from here?): %w", opts.RequestTimeout, err)
+	}
+	return err
+}
+
+// ociSource is a chart pushed to an OCI registry under HOST/PATH/<chart>:<version>.
+type ociSource struct{ ref string }
+
+func (s *ociSource) String() string { return "oci://" + s.ref }
+
+// client builds a Helm registry client whose every request is bound to ctx
+// and to the request timeout: the client's own calls use context.Background.
+func (s *ociSource) client(ctx context.Context, opts Options) (*registry.Client, error) {
+	base := opts.HTTPClient.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc := &http.Client{Transport: ctxTransport{ctx: ctx, base: base}, Timeout: opts.RequestTimeout}
+	ro := []registry.ClientOption{registry.ClientOptHTTPClient(hc)}
+	if opts.PlainHTTP {
+		ro = append(ro, registry.ClientOptPlainHTTP())
+	}
+	return registry.NewClient(ro...)
+}
+
+func (s *ociSource) latest(ctx context.Context, opts Options) (*semver.Version, error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
+	defer cancel()
+	rc, err := s.client(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing tags of %s: %w", s, err)
+	}
+	tags, err := rc.Tags(s.ref)
+	if err != nil {
+		return nil, fmt.Errorf("listing tags of %s: %w", s, timeoutHint(ctx, opts, err))
+	}
+	if len(tags) == 0 {
+		return nil, fmt.Errorf("%s has no version tags: check --oci and --chart", s)
+	}
+	v, err := Newest(tags, opts.AllowPrerelease)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", s, err)
+	}
+	return v, nil
+}
+
+func (s *ociSource) fetch(ctx context.Context, opts Options, version string) (*chart.Chart, error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
+	defer cancel()
+	rc, err := s.client(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("pulling %s:%s: %w", s, version, err)
+	}
+	// OCI tags cannot hold '+'; Helm pushes build metadata as '_'.
+	ref := s.ref + ":" + strings.ReplaceAll(version, "+", "_")
+	pr, err := rc.Pull(ref, registry.PullOptWithChart(true))
+	if err != nil {
+		return nil, fmt.Errorf("pulling %s:%s: %w", s, version, timeoutHint(ctx, opts, err))
+	}
+	if pr.Chart == nil {
+		return nil, fmt.Errorf("pulling %s:%s: no chart layer", s, version)
+	}
+	name := s.ref[strings.LastIndex(s.ref, "/")+1:]
+	return loadArchive(pr.Chart.Data, "oci://"+ref, name, version)
+}
+
+// ctxTransport binds every request to ctx, so a client that ignores contexts
+// still stops when the step's deadline passes.
+type ctxTransport struct {
+	ctx  context.Context
+	base http.RoundTripper
+}
+
+func (t ctxTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	if dl, ok := t.ctx.Deadline(); ok {
+		// A deadline, not a bare cancel, so the error says it was a timeout.
+		ctx, cancel = context.WithDeadline(req.Context(), dl)
+	}
+	stop := context.AfterFunc(t.ctx, cancel)
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		stop()
+		cancel()
+		return nil, err
+	}
+	// Release the watcher when the body is done with.
+	resp.Body = &cancelBody{ReadCloser: resp.Body, done: func() { stop(); cancel() }}
+	return resp, nil
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	done func()
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.done()
+	return err
+}
+
+func loadArchive(data []byte, from, name, version string) (*chart.Chart, error) {
+	ch, err := loader.LoadArchive(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("loading chart archive %s: %w", from, err)
+	}
+	if ch.Metadata.Name != name || ch.Metadata.Version != version {
+		return nil, fmt.Errorf("chart archive %s holds %s %s, not %s %s: the repository is inconsistent, republish the chart", from, ch.Metadata.Name, ch.Metadata.Version, name, version)
+	}
+	return ch, nil
+}

@@ -1,0 +1,312 @@
+// Package upgrade runs one auto-upgrade tick for an installed Helm release:
+// un-wedge it, find the newest chart version in its repository, and upgrade
+// with reset-then-reuse-values, rolling back on failure.
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v3/pkg/storage/driver"
+
+	"github.com/chartpin/chartpin/internal/failure"
+)
+
+// Decisions reported in Result.Decision.
+const (
+	// DecisionUpgraded: a newer chart version was installed.
+	DecisionUpgraded = "upgraded"
+	// DecisionWouldUpgrade: a newer chart version exists; --dry-run changed nothing.
+	DecisionWouldUpgrade = "would-upgrade"
+	// DecisionUpToDate: the deployed chart is the newest version.
+	DecisionUpToDate = "up-to-date"
+	// DecisionAhead: the deployed chart is newer than anything in the repository.
+	DecisionAhead = "ahead"
+	// DecisionUninstalling: the release is being uninstalled (or is gone); nothing was touched.
+	DecisionUninstalling = "uninstalling"
+	// DecisionRolledBack: the upgrade failed and the release was rolled back.
+	DecisionRolledBack = "rolled-back"
+)
+
+// DefaultTimeout is Helm's own upgrade timeout default.
+const DefaultTimeout = 5 * time.Minute
+
+// DefaultRequestTimeout bounds each repository request.
+const DefaultRequestTimeout = 30 * time.Second
+
+// deadlineSlack is headroom for the Kubernetes API calls around the waits
+// (history reads, release records), so a deadline never equals the work (lesson 18).
+const deadlineSlack = 30 * time.Second
+
+// Options describe one upgrade tick.
+type Options struct {
+	Release   string // release name
+	Namespace string // namespace the release lives in (checked against the stored release)
+	Chart     string // chart name in the repository
+
+	RepoURL string // an index.yaml repository (http/https); exactly one of RepoURL and OCI
+	OCI     string // oci://HOST/PATH; the chart is HOST/PATH/<Chart>
+
+	Timeout         time.Duration // Helm's wait for rollback and upgrade; default DefaultTimeout
+	RequestTimeout  time.Duration // per repository request; default DefaultRequestTimeout
+	AllowPrerelease bool          // consider semver prereleases (1.9.63-rc.1) as candidates
+	DryRun          bool          // decide and render, change nothing
+	PlainHTTP       bool          // talk plain HTTP to the OCI registry (loopback test registries)
+	MaxHistory      int           // revisions kept; default 10 like `helm upgrade`
+
+	HTTPClient *http.Client // for repository requests; default a fresh client
+	Logger     *slog.Logger // discard by default
+}
+
+// Result is what one tick found and did.
+type Result struct {
+	Release   string
+	Namespace string
+	Current   string // chart version deployed before the tick
+	Latest    string // newest candidate version in the repository ("" when not fetched)
+	Decision  string // one of the Decision constants
+
+	Recovered string // non-empty when a wedged release was rolled back first
+	Revision  int    // release revision after the tick
+}
+
+// MinDeadline is the shortest command deadline that never undercuts the
+// Helm timeout: a rollback of a wedged release, the upgrade, and the atomic
+// rollback after a failed upgrade each may wait Timeout, plus two repository
+// requests and slack (lessons 18 and 23).
+func MinDeadline(opts Options) time.Duration {
+	opts = withDefaults(opts)
+	return 3*opts.Timeout + 2*opts.RequestTimeout + deadlineSlack
+}
+
+func withDefaults(opts Options) Options {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.MaxHistory == 0 {
+		opts.MaxHistory = 10
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return opts
+}
+
+func (opts Options) validate() error {
+	var problems []string
+	if opts.Release == "" {
+		problems = append(problems, "--release is required")
+	}
+	if opts.Chart == "" {
+		problems = append(problems, "--chart is required")
+	}
+	switch {
+	case opts.RepoURL == "" && opts.OCI == "":
+		problems = append(problems, "one of --repo URL or --oci oci://HOST/PATH is required")
+	case opts.RepoURL != "" && opts.OCI != "":
+		problems = append(problems, "--repo and --oci are exclusive: pick the one the chart is published to")
+	case opts.RepoURL != "" && !strings.HasPrefix(opts.RepoURL, "http://") && !strings.HasPrefix(opts.RepoURL, "https://"):
+		problems = append(problems, fmt.Sprintf("--repo %q: want an http(s) URL of a directory holding index.yaml", opts.RepoURL))
+	case opts.OCI != "" && !strings.HasPrefix(opts.OCI, "oci://"):
+		problems = append(problems, fmt.Sprintf("--oci %q: want oci://HOST/PATH", opts.OCI))
+	}
+	if len(problems) > 0 {
+		return failure.Input(fmt.Errorf("upgrade: %s", strings.Join(problems, "; ")))
+	}
+	return nil
+}
+
+// Run performs one auto-upgrade tick of opts.Release through cfg. It sets
+// cfg.Log when it is nil. ctx bounds the repository requests and the upgrade;
+// a ctx deadline shorter than MinDeadline is refused before anything runs.
+func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, error) {
+	if err := opts.validate(); err != nil {
+		return Result{}, err
+	}
+	opts = withDefaults(opts)
+	log := opts.Logger.With("release", opts.Release, "namespace", opts.Namespace)
+	res := Result{Release: opts.Release, Namespace: opts.Namespace}
+
+	if dl, ok := ctx.Deadline(); ok {
+		if left, need := time.Until(dl), MinDeadline(opts); left < need {
+			return res, failure.Input(fmt.Errorf("upgrade %s: the command deadline (%s left) undercuts the %s the upgrade may need (3 × --timeout %s for rollback, upgrade and atomic rollback, plus requests): raise the global --timeout to at least %s or lower the upgrade --timeout",
+				opts.Release, left.Round(time.Second), need, opts.Timeout, need))
+		}
+	}
+	if cfg.Log == nil {
+		cfg.Log = func(format string, v ...any) { log.Debug("helm: " + fmt.Sprintf(format, v...)) }
+	}
+
+	// Read the release's history: the newest revision decides what to do.
+	history, err := cfg.Releases.History(opts.Release)
+	if err != nil || len(history) == 0 {
+		if err == nil || errors.Is(err, driver.ErrReleaseNotFound) {
+			return res, fmt.Errorf("upgrade: release %q not found in namespace %q: install it first (helm install), or check --release and --namespace", opts.Release, opts.Namespace)
+		}
+		return res, fmt.Errorf("upgrade %s: reading release history in namespace %q: %w", opts.Release, opts.Namespace, err)
+	}
+	releaseutil.SortByRevision(history)
+	last := history[len(history)-1]
+	if opts.Namespace != "" && last.Namespace != opts.Namespace {
+		return res, failure.Input(fmt.Errorf("upgrade %s: the release store holds it in namespace %q, not %q: check --namespace", opts.Release, last.Namespace, opts.Namespace))
+	}
+	res.Revision = last.Version
+
+	switch st := last.Info.Status; {
+	case st == release.StatusUninstalling || st == release.StatusUninstalled:
+		res.Current = chartVersion(last)
+		res.Decision = DecisionUninstalling
+		log.Info("decision: skip, the release is being uninstalled", "status", st, "revision", last.Version, "decision", res.Decision)
+		return res, nil
+	case st.IsPending():
+		// A killed upgrade leaves the release pending forever, and Helm refuses
+		// every later upgrade: roll back to the last good revision first (lesson 22).
+		good := lastGood(history)
+		if good == nil {
+			return res, fmt.Errorf("upgrade %s: revision %d is %s and no earlier revision was ever deployed, so there is nothing to roll back to: uninstall and reinstall the release", opts.Release, last.Version, st)
+		}
+		res.Recovered = fmt.Sprintf("revision %d was %s; rolled back to revision %d (chart %s)", last.Version, st, good.Version, chartVersion(good))
+		if opts.DryRun {
+			res.Recovered = fmt.Sprintf("revision %d is %s; would roll back to revision %d (chart %s)", last.Version, st, good.Version, chartVersion(good))
+			log.Info("wedged release: would roll back (dry run)", "status", st, "revision", last.Version, "to", good.Version)
+		} else {
+			log.Info("wedged release: rolling back", "status", st, "revision", last.Version, "to", good.Version, "timeout", opts.Timeout)
+			rb := action.NewRollback(cfg)
+			rb.Version = good.Version
+			rb.Wait = true
+			rb.Timeout = opts.Timeout
+			rb.MaxHistory = opts.MaxHistory
+			if err := rb.Run(opts.Release); err != nil {
+				return res, fmt.Errorf("upgrade %s: rolling back %s revision %d to revision %d: %w; inspect with `helm history %s -n %s`", opts.Release, st, last.Version, good.Version, err, opts.Release, last.Namespace)
+			}
+			// Helm leaves the interrupted revision pending; say what became of it
+			// so `helm history` does not read as an upgrade still in flight.
+			last.Info.Status = release.StatusFailed
+			last.Info.Description = fmt.Sprintf("interrupted while %s; rolled back to revision %d by chartpin upgrade", st, good.Version)
+			if err := cfg.Releases.Update(last); err != nil {
+				return res, fmt.Errorf("upgrade %s: marking interrupted revision %d failed after the rollback: %w", opts.Release, last.Version, err)
+			}
+			if now, err := cfg.Releases.Last(opts.Release); err == nil {
+				res.Revision = now.Version
+			}
+		}
+		last = good
+	}
+
+	current := last
+	if current.Info.Status != release.StatusDeployed {
+		if d := lastGood(history); d != nil && d.Info.Status == release.StatusDeployed {
+			current = d
+		}
+	}
+	res.Current = chartVersion(current)
+	cur, err := semver.NewVersion(res.Current)
+	if err != nil {
+		return res, fmt.Errorf("upgrade %s: deployed chart version %q is not semver: %w", opts.Release, res.Current, err)
+	}
+	log.Info("current", "chart", chartName(current), "version", res.Current, "revision", current.Version, "status", current.Info.Status)
+
+	src := source(opts)
+	latest, err := src.latest(ctx, opts)
+	if err != nil {
+		return res, err
+	}
+	res.Latest = latest.Original()
+	log.Info("latest", "source", src.String(), "version", res.Latest, "allowPrerelease", opts.AllowPrerelease)
+
+	switch c := latest.Compare(cur); {
+	case c == 0:
+		res.Decision = DecisionUpToDate
+		log.Info("decision: nothing to do, the deployed chart is the newest", "current", res.Current, "latest", res.Latest, "decision", res.Decision)
+		return res, nil
+	case c < 0:
+		res.Decision = DecisionAhead
+		log.Info("decision: skip, the deployed chart is ahead of the repository", "current", res.Current, "latest", res.Latest, "decision", res.Decision)
+		return res, nil
+	}
+
+	ch, err := src.fetch(ctx, opts, res.Latest)
+	if err != nil {
+		return res, err
+	}
+
+	up := action.NewUpgrade(cfg)
+	up.Namespace = current.Namespace
+	up.Timeout = opts.Timeout
+	up.Atomic = true // implies Wait; a failed upgrade rolls back
+	up.ResetThenReuseValues = true
+	up.MaxHistory = opts.MaxHistory
+	up.DryRun = opts.DryRun
+	up.Description = fmt.Sprintf("chartpin upgrade %s -> %s", res.Current, res.Latest)
+	if opts.DryRun && res.Recovered != "" {
+		// Helm refuses to render an upgrade over a pending revision, and a
+		// dry run must not roll it back: the decision is all there is.
+		res.Decision = DecisionWouldUpgrade
+		log.Info("decision: would roll back, then upgrade (dry run, nothing changed, not rendered)", "current", res.Current, "latest", res.Latest, "decision", res.Decision)
+		return res, nil
+	}
+	if opts.DryRun {
+		if _, err := up.RunWithContext(ctx, opts.Release, ch, nil); err != nil {
+			return res, fmt.Errorf("upgrade %s: dry run of chart %s %s: %w", opts.Release, opts.Chart, res.Latest, err)
+		}
+		res.Decision = DecisionWouldUpgrade
+		log.Info("decision: would upgrade (dry run, nothing changed)", "current", res.Current, "latest", res.Latest, "decision", res.Decision)
+		return res, nil
+	}
+	log.Info("decision: upgrading", "current", res.Current, "latest", res.Latest, "timeout", opts.Timeout)
+	rel, err := up.RunWithContext(ctx, opts.Release, ch, nil)
+	if now, lerr := cfg.Releases.Last(opts.Release); lerr == nil {
+		res.Revision = now.Version
+	}
+	if err != nil {
+		res.Decision = DecisionRolledBack
+		log.Error("decision: upgrade failed, rolled back", "current", res.Current, "latest", res.Latest, "decision", res.Decision, "err", err)
+		return res, fmt.Errorf("upgrade %s: chart %s %s -> %s failed and the release was rolled back to %s: %w; inspect with `helm history %s -n %s`",
+			opts.Release, opts.Chart, res.Current, res.Latest, res.Current, err, opts.Release, current.Namespace)
+	}
+	res.Revision = rel.Version
+	res.Decision = DecisionUpgraded
+	log.Info("decision: upgraded", "current", res.Current, "latest", res.Latest, "revision", rel.Version, "decision", res.Decision)
+	return res, nil
+}
+
+// lastGood is the newest revision that was deployed or superseded (a
+// superseded revision ran successfully before it was replaced).
+func lastGood(history []*release.Release) *release.Release {
+	for i := len(history) - 1; i >= 0; i-- {
+		if s := history[i].Info.Status; s == release.StatusDeployed || s == release.StatusSuperseded {
+			return history[i]
+		}
+	}
+	return nil
+}
+
+func chartVersion(r *release.Release) string {
+	if r.Chart == nil || r.Chart.Metadata == nil {
+		return ""
+	}
+	return r.Chart.Metadata.Version
+}
+
+func chartName(r *release.Release) string {
+	if r.Chart == nil || r.Chart.Metadata == nil {
+		return ""
+	}
+	return r.Chart.Metadata.Name
+}
