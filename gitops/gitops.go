@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"path/filepath"
@@ -168,6 +169,21 @@ type Branch struct {
 // Inspect lists the remote branch and, if it exists, fetches its tip. It
 // returns ErrForeignCommits when the tip is not a chartpin commit.
 func (r *Repo) Inspect(ctx context.Context, branch string) (Branch, error) {
+	b, err := r.Fetch(ctx, branch)
+	if err != nil || !b.Exists {
+		return b, err
+	}
+	if !b.Ours {
+		c, _ := r.repo.CommitObject(b.Tip)
+		return b, fmt.Errorf("%w: %s/%s is at %s by %s <%s> (%q); chartpin will not overwrite it: merge or close that work, or delete the branch, then re-run",
+			ErrForeignCommits, r.remote, branch, short(b.Tip), c.Committer.Name, c.Committer.Email, firstLine(c.Message))
+	}
+	return b, nil
+}
+
+// Fetch lists the remote branch and, if it exists, fetches its tip, whoever
+// made it (a gh-pages branch has many authors).
+func (r *Repo) Fetch(ctx context.Context, branch string) (Branch, error) {
 	b := Branch{Name: branch}
 	if r.authErr != nil {
 		return b, r.authErr
@@ -210,11 +226,28 @@ func (r *Repo) Inspect(ctx context.Context, branch string) (Branch, error) {
 		b.Parent = c.ParentHashes[0]
 	}
 	b.Ours = r.ours(c, branch)
-	if !b.Ours {
-		return b, fmt.Errorf("%w: %s/%s is at %s by %s <%s> (%q); chartpin will not overwrite it: merge or close that work, or delete the branch, then re-run",
-			ErrForeignCommits, r.remote, branch, short(b.Tip), c.Committer.Name, c.Committer.Email, firstLine(c.Message))
-	}
 	return b, nil
+}
+
+// ReadFile returns path (slash-separated, relative to the root) as of commit;
+// the error wraps fs.ErrNotExist when the commit has no such file.
+func (r *Repo) ReadFile(commit plumbing.Hash, path string) ([]byte, error) {
+	c, err := r.repo.CommitObject(commit)
+	if err != nil {
+		return nil, fmt.Errorf("reading commit %s: %w", short(commit), err)
+	}
+	f, err := c.File(path)
+	if errors.Is(err, object.ErrFileNotFound) || errors.Is(err, object.ErrDirectoryNotFound) || errors.Is(err, object.ErrEntryNotFound) {
+		return nil, fmt.Errorf("%s at %s: %w", path, short(commit), fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s at %s: %w", path, short(commit), err)
+	}
+	s, err := f.Contents()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s at %s: %w", path, short(commit), err)
+	}
+	return []byte(s), nil
 }
 
 // ours: a single-parent commit carrying our trailer for this branch, committed
@@ -273,9 +306,14 @@ type Commit struct {
 // parent already holds every file's bytes.
 func (r *Repo) Commit(ctx context.Context, req CommitRequest) (Commit, error) {
 	var out Commit
-	parent, err := r.repo.CommitObject(req.Parent)
-	if err != nil {
-		return out, fmt.Errorf("reading parent commit %s: %w", short(req.Parent), err)
+	var parentTree plumbing.Hash
+	var parents []plumbing.Hash
+	if !req.Parent.IsZero() { // zero: a root commit (a new gh-pages branch)
+		parent, err := r.repo.CommitObject(req.Parent)
+		if err != nil {
+			return out, fmt.Errorf("reading parent commit %s: %w", short(req.Parent), err)
+		}
+		parentTree, parents = parent.TreeHash, []plumbing.Hash{req.Parent}
 	}
 	files := map[string][]byte{}
 	for p, data := range req.Files {
@@ -286,12 +324,12 @@ func (r *Repo) Commit(ctx context.Context, req CommitRequest) (Commit, error) {
 		files[rel] = data
 		out.Paths = append(out.Paths, rel)
 	}
-	tree, err := r.writeTree(parent.TreeHash, "", files)
+	tree, err := r.writeTree(parentTree, "", files)
 	if err != nil {
 		return out, fmt.Errorf("building tree for %s: %w", req.Branch, err)
 	}
 	out.Tree = tree
-	if tree == parent.TreeHash {
+	if tree == parentTree || len(files) == 0 {
 		return out, fmt.Errorf("%w: %s already has these bytes", ErrNothingToCommit, short(req.Parent))
 	}
 	if !req.Reuse.IsZero() {
@@ -303,7 +341,7 @@ func (r *Repo) Commit(ctx context.Context, req CommitRequest) (Commit, error) {
 	}
 	sig := object.Signature{Name: r.name, Email: r.email, When: r.now()}
 	msg := strings.TrimRight(req.Message, "\n") + "\n\n" + Trailer + ": " + req.Branch + "\n"
-	c := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: tree, ParentHashes: []plumbing.Hash{req.Parent}}
+	c := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: tree, ParentHashes: parents}
 	obj := r.repo.Storer.NewEncodedObject()
 	if err := c.Encode(obj); err != nil {
 		return out, fmt.Errorf("encoding commit: %w", err)
@@ -357,10 +395,13 @@ func (r *Repo) Push(ctx context.Context, branch string, commit plumbing.Hash, ba
 	spec := config.RefSpec(fmt.Sprintf("%s:%s", ref, ref))
 	opts := &git.PushOptions{RemoteName: r.remote, Auth: r.authFor(), RefSpecs: []config.RefSpec{spec}}
 	if base.Exists {
-		// Force, but only over the exact tip we inspected; the server checks
-		// the old value atomically too.
-		opts.RefSpecs = []config.RefSpec{config.RefSpec("+" + string(spec))}
+		// Only over the exact tip we looked at; the server checks the old
+		// value atomically too. Our own release commit may be replaced
+		// (force); anything else only fast-forwarded.
 		opts.RequireRemoteRefs = []config.RefSpec{config.RefSpec(base.Tip.String() + ":" + ref.String())}
+		if base.Ours {
+			opts.RefSpecs = []config.RefSpec{config.RefSpec("+" + string(spec))}
+		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()

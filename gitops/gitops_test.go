@@ -3,6 +3,7 @@ package gitops
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -89,7 +90,7 @@ func open(t *testing.T, dir string, opts ...Option) *Repo {
 func pinFiles(work, digest string) map[string][]byte {
 	return map[string][]byte{
 		filepath.Join(work, "charts/app/values.yaml"): []byte("image:\n  digest: \"" + digest + "\"\n"),
-		"charts/app/Chart.yaml":                        []byte("apiVersion: v2\nname: app\nversion: 1.0.1\n"),
+		"charts/app/Chart.yaml":                       []byte("apiVersion: v2\nname: app\nversion: 1.0.1\n"),
 	}
 }
 
@@ -379,5 +380,73 @@ func TestLocalBranch(t *testing.T) {
 	}
 	if lb.Tip == plumbing.ZeroHash {
 		t.Fatal("zero tip")
+	}
+}
+
+// A gh-pages style branch: created as a root commit, then appended to by a
+// fast-forward push; a branch that moved is refused, not forced.
+func TestPagesBranchAppend(t *testing.T) {
+	work, bare := fixture(t)
+	ctx := context.Background()
+	r := open(t, work)
+	b, err := r.Fetch(ctx, "gh-pages")
+	if err != nil || b.Exists {
+		t.Fatalf("fetch absent branch = %+v, %v", b, err)
+	}
+	c, err := r.Commit(ctx, CommitRequest{Branch: "gh-pages", Files: map[string][]byte{"index.yaml": []byte("apiVersion: v1\n")}, Message: "publish"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Push(ctx, "gh-pages", c.Hash, b); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, bare, "rev-list", "--count", "gh-pages"); got != "1" {
+		t.Fatalf("gh-pages has %s commits, want a single root commit", got)
+	}
+	// Someone else publishes on top (not a chartpin commit): we append.
+	other := filepath.Join(t.TempDir(), "other")
+	run(t, filepath.Dir(other), "clone", "-q", "-b", "gh-pages", bare, other)
+	write(t, filepath.Join(other, "x-1.0.0.tgz"), "x")
+	run(t, other, "add", ".")
+	run(t, other, "commit", "-qm", "x 1.0.0")
+	run(t, other, "push", "-q", "origin", "gh-pages")
+
+	b, err = r.Fetch(ctx, "gh-pages")
+	if err != nil || !b.Exists || b.Ours {
+		t.Fatalf("fetch = %+v, %v", b, err)
+	}
+	if data, err := r.ReadFile(b.Tip, "x-1.0.0.tgz"); err != nil || string(data) != "x" {
+		t.Fatalf("ReadFile = %q, %v", data, err)
+	}
+	if _, err := r.ReadFile(b.Tip, "nope/index.yaml"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ReadFile missing = %v, want fs.ErrNotExist", err)
+	}
+	c, err = r.Commit(ctx, CommitRequest{Branch: "gh-pages", Parent: b.Tip, Files: map[string][]byte{"index.yaml": []byte("apiVersion: v1\nentries: {}\n")}, Message: "publish 2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// It moves again before our push: refused, their commit stays.
+	write(t, filepath.Join(other, "y-1.0.0.tgz"), "y")
+	run(t, other, "add", ".")
+	run(t, other, "commit", "-qm", "y 1.0.0")
+	run(t, other, "push", "-q", "origin", "gh-pages")
+	theirs := run(t, bare, "rev-parse", "gh-pages")
+	if err := r.Push(ctx, "gh-pages", c.Hash, b); !errors.Is(err, ErrMoved) {
+		t.Fatalf("push over moved gh-pages = %v, want ErrMoved", err)
+	}
+	if got := run(t, bare, "rev-parse", "gh-pages"); got != theirs {
+		t.Fatal("their gh-pages commit was overwritten")
+	}
+	// Re-fetched, the append lands as a fast-forward.
+	b, _ = r.Fetch(ctx, "gh-pages")
+	c, err = r.Commit(ctx, CommitRequest{Branch: "gh-pages", Parent: b.Tip, Files: map[string][]byte{"index.yaml": []byte("apiVersion: v1\nentries: {}\n")}, Message: "publish 2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Push(ctx, "gh-pages", c.Hash, b); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, bare, "log", "--format=%s", "gh-pages"); got != "publish 2\ny 1.0.0\nx 1.0.0\npublish" {
+		t.Fatalf("gh-pages history = %q", got)
 	}
 }
