@@ -48,7 +48,7 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 			return Pin{}, err
 		}
 	}
-	pn, pk, err := lookup(at, pinKey)
+	pn, _, err := lookup(at, pinKey)
 	if err != nil {
 		return Pin{}, fmt.Errorf("%s:%d: %s has no %s key (%v); chartpin never invents a key: add %s: \"\" to the block",
 			name, at.Line, img.At, pinKey, err, pinKey)
@@ -57,7 +57,6 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 	if pn.Kind != yaml.ScalarNode {
 		return Pin{}, fmt.Errorf("%s:%d: %s.%s is not a scalar", name, pn.Line, img.At, pinKey)
 	}
-	_ = pk
 	value := ""
 	if pn.ShortTag() != "!!null" {
 		value = pn.Value
@@ -81,7 +80,7 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 		// The digest comes from the followed image; the block's own image is informational.
 		p.Repository, _ = b.repository(img.Repository)
 		if tn, err := Lookup(at, tagKey); err == nil && tn.Kind == yaml.ScalarNode {
-			p.Tag, p.TagPath, p.TagLine = stripDigest(tn.Value), join(img.At, tagKey), tn.Line
+			p.Tag, p.TagPath, p.TagLine, p.TagNode = stripDigest(tn.Value), join(img.At, tagKey), tn.Line, tn
 		}
 		return p, nil
 	}
@@ -96,7 +95,7 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 	if tn.Kind != yaml.ScalarNode {
 		return Pin{}, fmt.Errorf("%s:%d: %s.%s is not a scalar tag", name, tn.Line, img.At, tagKey)
 	}
-	p.TagPath, p.TagLine = join(img.At, tagKey), tn.Line
+	p.TagPath, p.TagLine, p.TagNode = join(img.At, tagKey), tn.Line, tn
 	if tn.ShortTag() != "!!null" {
 		p.Tag = tn.Value
 	}
@@ -152,7 +151,7 @@ func configuredString(name string, n *yaml.Node, img config.Image) (Pin, error) 
 	if img.Pin != "" || img.TagFrom != "" {
 		return Pin{}, fmt.Errorf("%s:%d: %s is a string, not a block: drop pin:/tagFrom:", name, n.Line, img.At)
 	}
-	p := Pin{File: name, Line: n.Line, Column: n.Column, Path: img.At, At: img.At, TagPath: img.At, TagLine: n.Line}
+	p := Pin{File: name, Line: n.Line, Column: n.Column, Path: img.At, At: img.At, TagPath: img.At, TagLine: n.Line, Node: n, TagNode: n}
 	value := n.Value
 	if n.ShortTag() == "!!null" {
 		value = ""

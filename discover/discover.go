@@ -61,6 +61,10 @@ type Pin struct {
 	Problem string `json:"problem,omitempty"`
 	// ConfigLine is the chartpin.yaml line that configured this pin (0 in discovery).
 	ConfigLine int `json:"configLine,omitempty"`
+	// Node is the pin scalar (for an alias, its anchored scalar: written once);
+	// TagNode the tag scalar (nil if none). They belong to the tree passed to Find.
+	Node    *yaml.Node `json:"-"`
+	TagNode *yaml.Node `json:"-"`
 }
 
 // Ref is the float this pin follows: Repository:Tag.
@@ -180,7 +184,7 @@ func IsPinKey(k string) bool {
 }
 
 // Lookup returns the node at a dotted path (keys, and [N] for list items).
-// Aliases are followed. A missing path is an error naming where it stops.
+// Aliases are followed, the last one too. A missing path is an error naming where it stops.
 func Lookup(root *yaml.Node, path string) (*yaml.Node, error) {
 	n, _, err := lookup(root, path)
 	return n, err
@@ -219,7 +223,7 @@ func lookup(root *yaml.Node, path string) (*yaml.Node, *yaml.Node, error) {
 		}
 		done += step.text + "."
 	}
-	return n, key, nil
+	return deref(n), key, nil
 }
 
 type pathStep struct {

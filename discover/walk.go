@@ -123,6 +123,7 @@ func (b block) base(key string, val *yaml.Node) Pin {
 		Path:   join(b.path, key),
 		At:     b.path,
 		Key:    key,
+		Node:   val,
 	}
 }
 
@@ -168,9 +169,12 @@ func (b block) keyPin(key string, k, val *yaml.Node) Pin {
 		p.Problem = fmt.Sprintf("block %s has no %s key, so the float to pin is unknown; configure tagFrom: in chartpin.yaml", b.path, tagKey)
 	case tn.Kind != yaml.ScalarNode || tn.ShortTag() == "!!null" || tn.Value == "":
 		p.TagLine = tn.Line
+		if tn.Kind == yaml.ScalarNode {
+			p.TagNode = tn
+		}
 		p.Problem = fmt.Sprintf("%s is empty (the templates likely default it, e.g. to appVersion); set a tag or configure tagFrom: in chartpin.yaml", p.TagPath)
 	default:
-		p.TagLine = tn.Line
+		p.TagLine, p.TagNode = tn.Line, tn
 		p.Tag = tn.Value
 		if m := tagDigestRe.FindStringSubmatch(tn.Value); m != nil {
 			p.Tag = m[1]
@@ -219,7 +223,7 @@ func (b block) embeddedPin(key string, val *yaml.Node) Pin {
 	p := b.base(key, val)
 	m := tagDigestRe.FindStringSubmatch(val.Value)
 	p.Tag, p.Digest = m[1], m[2]
-	p.TagPath, p.TagLine = p.Path, val.Line
+	p.TagPath, p.TagLine, p.TagNode = p.Path, val.Line, val
 	p.Format = config.FormatTagDigest
 	p.Repository, p.Problem = b.repository("")
 	return p
@@ -231,7 +235,7 @@ func (b block) stringPin(key string, val *yaml.Node) Pin {
 	p.At, p.Key = p.Path, ""
 	repo, tag, digest := splitRef(val.Value)
 	p.Tag, p.Digest = tag, digest
-	p.TagPath, p.TagLine = p.Path, val.Line
+	p.TagPath, p.TagLine, p.TagNode = p.Path, val.Line, val
 	p.Format = config.FormatRefDigest
 	p.Repository, p.Problem = normalizeRepo(repo)
 	if p.Problem == "" && tag == "" {
