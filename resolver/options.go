@@ -21,7 +21,19 @@ type options struct {
 	keychain       authn.Keychain
 	transport      http.RoundTripper
 	requestTimeout time.Duration
+	attempts       int
+	backoffBase    time.Duration
+	backoffMax     time.Duration
+	retryAfterCap  time.Duration
 	logger         *slog.Logger
+}
+
+// defaultTransport keeps enough idle connections per host for the
+// concurrency, so a run reuses its connections instead of redialling.
+func defaultTransport() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return t
 }
 
 func makeOptions(opts ...Option) (options, error) {
@@ -31,8 +43,12 @@ func makeOptions(opts ...Option) (options, error) {
 		mirrors:        map[string]string{},
 		insecure:       map[string]bool{},
 		keychain:       authn.DefaultKeychain,
-		transport:      http.DefaultTransport,
+		transport:      defaultTransport(),
 		requestTimeout: 30 * time.Second,
+		attempts:       4,
+		backoffBase:    500 * time.Millisecond,
+		backoffMax:     5 * time.Second,
+		retryAfterCap:  30 * time.Second,
 		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	for _, opt := range opts {
@@ -102,9 +118,40 @@ func WithTransport(t http.RoundTripper) Option {
 	return func(o *options) error { o.transport = t; return nil }
 }
 
-// WithRequestTimeout bounds each registry request (default 30s).
+// WithRequestTimeout bounds each registry request attempt (default 30s).
 func WithRequestTimeout(d time.Duration) Option {
-	return func(o *options) error { o.requestTimeout = d; return nil }
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("request timeout %s: want more than zero", d)
+		}
+		o.requestTimeout = d
+		return nil
+	}
+}
+
+// WithRetry sets how often a request is sent at most (default 4: one try and
+// three retries) and the exponential backoff between tries: base doubling up
+// to max (default 500ms up to 5s).
+func WithRetry(attempts int, base, max time.Duration) Option {
+	return func(o *options) error {
+		if attempts < 1 || base < 0 || max < base {
+			return fmt.Errorf("retry %d attempts, backoff %s..%s: want attempts ≥ 1 and 0 ≤ base ≤ max", attempts, base, max)
+		}
+		o.attempts, o.backoffBase, o.backoffMax = attempts, base, max
+		return nil
+	}
+}
+
+// WithRetryAfterCap is the longest Retry-After a 429 may ask for before the
+// resolver gives up with ErrRateLimited instead of waiting (default 30s).
+func WithRetryAfterCap(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("retry-after cap %s: want zero or more", d)
+		}
+		o.retryAfterCap = d
+		return nil
+	}
 }
 
 // WithLogger logs every request and decision (default: discard).

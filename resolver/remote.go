@@ -1,14 +1,17 @@
 package resolver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -16,19 +19,26 @@ import (
 )
 
 // Remote resolves against live registries. One Remote is one run: it
-// remembers every answer, so each unique ref costs one HEAD, each digest's
-// platforms one GET, and each repository's tags one listing.
+// remembers every answer, so each registry costs one ping, each repository
+// at most one token, each unique ref one HEAD, each digest's platforms one
+// GET, and each repository's tags one listing.
+//
+// go-containerregistry pings a registry once per repository and wraps its
+// own retry around every request; Remote instead pings once per registry,
+// exchanges tokens itself and hands go-containerregistry a finished
+// transport (transport.Wrapper), so retries happen only in Remote's own
+// transport and every request is counted exactly once.
 type Remote struct {
-	o      options
-	puller *remote.Puller
-	count  *counter
-	sem    chan struct{}
+	o          options
+	rt         http.RoundTripper
+	count      *counter
+	registries sync.Map // host → true
 
-	mu        sync.Mutex
-	perHost   map[string]chan struct{}
-	heads     onceMap[Image]
-	platforms onceMap[[]string]
-	tags      onceMap[[]string]
+	pings     onceMap[*transport.Challenge] // by registry host
+	repos     onceMap[http.RoundTripper]    // by repository
+	heads     onceMap[Image]                // by queried ref
+	platforms onceMap[[]string]             // by digest
+	tags      onceMap[[]string]             // by queried repository
 }
 
 // New returns a Remote configured by opts.
@@ -37,24 +47,18 @@ func New(opts ...Option) (*Remote, error) {
 	if err != nil {
 		return nil, err
 	}
-	count := &counter{next: o.transport}
-	var rt http.RoundTripper = count
+	r := &Remote{o: o}
+	r.count = &counter{next: o.transport, log: o.logger}
+	var rt http.RoundTripper = r.count
 	rt = &insecureGuard{next: rt, allowed: o.insecure}
-	puller, err := remote.NewPuller(
-		remote.WithTransport(rt),
-		remote.WithAuthFromKeychain(o.keychain),
-		remote.WithUserAgent("chartpin"),
-	)
-	if err != nil {
-		return nil, err
+	rt = &limiter{next: rt, global: make(chan struct{}, o.concurrency), perHost: o.perRegistry, hosts: map[string]chan struct{}{}}
+	rt = &retrier{
+		next: rt, attempts: o.attempts, base: o.backoffBase, max: o.backoffMax,
+		retryAfterCap: o.retryAfterCap, timeout: o.requestTimeout,
+		onRetry: r.count.retried, log: o.logger,
 	}
-	return &Remote{
-		o:       o,
-		puller:  puller,
-		count:   count,
-		sem:     make(chan struct{}, o.concurrency),
-		perHost: map[string]chan struct{}{},
-	}, nil
+	r.rt = &schemer{next: rt, insecure: o.insecure, registries: &r.registries}
+	return r, nil
 }
 
 // Stats reports the requests this Remote has sent so far.
@@ -73,6 +77,9 @@ func (r *Remote) Resolve(ctx context.Context, ref string) (Image, error) {
 	// Keyed by the queried ref: a digest from one registry is never reused for another.
 	img, err := r.heads.do(src.String(), func() (Image, error) { return r.head(ctx, src) })
 	if err != nil {
+		if src.String() != norm {
+			return Image{}, fmt.Errorf("%s (mirror of %s): %w", displayName(src), norm, err)
+		}
 		return Image{}, err
 	}
 	img.Ref = norm
@@ -80,20 +87,16 @@ func (r *Remote) Resolve(ctx context.Context, ref string) (Image, error) {
 }
 
 func (r *Remote) head(ctx context.Context, src name.Reference) (Image, error) {
-	release, err := r.acquire(ctx, src.Context().RegistryStr())
-	if err != nil {
-		return Image{}, err
-	}
-	defer release()
-	ctx, cancel := context.WithTimeout(ctx, r.o.requestTimeout)
-	defer cancel()
 	source := displayName(src)
-	r.o.logger.Debug("HEAD manifest", "ref", source)
-	desc, err := r.puller.Head(ctx, src)
-	if err != nil && strings.Contains(err.Error(), "did not include Docker-Content-Digest") {
+	opts, err := r.remoteOptions(ctx, src.Context())
+	if err != nil {
+		return Image{}, classify(source, err)
+	}
+	desc, err := remote.Head(src, opts...)
+	if err != nil && isMissingHeader(err) {
 		// The registry omits the digest header: GET the manifest and hash it.
-		r.o.logger.Debug("GET manifest: HEAD had no Docker-Content-Digest", "ref", source)
-		got, gerr := r.puller.Get(ctx, src)
+		r.o.logger.Debug("GET manifest: HEAD lacked a header", "ref", source, "error", err)
+		got, gerr := remote.Get(src, opts...)
 		if gerr != nil {
 			return Image{}, classify(source, gerr)
 		}
@@ -109,6 +112,11 @@ func (r *Remote) head(ctx context.Context, src name.Reference) (Image, error) {
 	return Image{Source: source, Digest: desc.Digest.String(), MediaType: string(desc.MediaType)}, nil
 }
 
+func isMissingHeader(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "did not include Docker-Content-Digest") || strings.Contains(s, "did not include Content-Length")
+}
+
 // Platforms implements Interface.
 func (r *Remote) Platforms(ctx context.Context, img Image) ([]string, error) {
 	if img.Digest == "" || img.Source == "" {
@@ -120,20 +128,15 @@ func (r *Remote) Platforms(ctx context.Context, img Image) ([]string, error) {
 			return nil, err
 		}
 		repo, _, _ := strings.Cut(src, "@")
-		repo = trimTag(repo)
-		ref, err := r.parse(repo + "@" + img.Digest)
+		ref, err := r.parse(trimTag(repo) + "@" + img.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("platforms of %s: %w", img.Source, err)
 		}
-		release, err := r.acquire(ctx, ref.Context().RegistryStr())
+		opts, err := r.remoteOptions(ctx, ref.Context())
 		if err != nil {
-			return nil, err
+			return nil, classify(displayName(ref), err)
 		}
-		defer release()
-		ctx, cancel := context.WithTimeout(ctx, r.o.requestTimeout)
-		defer cancel()
-		r.o.logger.Debug("GET manifest for platforms", "ref", displayName(ref))
-		desc, err := r.puller.Get(ctx, ref)
+		desc, err := remote.Get(ref, opts...)
 		if err != nil {
 			return nil, classify(displayName(ref), err)
 		}
@@ -153,20 +156,78 @@ func (r *Remote) Tags(ctx context.Context, repository string) ([]string, error) 
 	}
 	repo := src.Context()
 	return r.tags.do(repo.String(), func() ([]string, error) {
-		release, err := r.acquire(ctx, repo.RegistryStr())
+		opts, err := r.remoteOptions(ctx, repo)
 		if err != nil {
-			return nil, err
+			return nil, classify(displayName(repo.Tag("latest")), err)
 		}
-		defer release()
-		ctx, cancel := context.WithTimeout(ctx, r.o.requestTimeout)
-		defer cancel()
-		tags, err := r.puller.List(ctx, repo)
+		tags, err := remote.List(repo, opts...)
 		if err != nil {
 			return nil, classify(displayName(repo.Tag("latest")), err)
 		}
 		sort.Strings(tags)
 		return tags, nil
 	})
+}
+
+// remoteOptions are go-containerregistry options for one repository: a
+// finished, authenticated transport, so it neither pings nor retries.
+func (r *Remote) remoteOptions(ctx context.Context, repo name.Repository) ([]remote.Option, error) {
+	rt, err := r.repos.do(repo.String(), func() (http.RoundTripper, error) { return r.authenticate(ctx, repo) })
+	if err != nil {
+		return nil, err
+	}
+	return []remote.Option{remote.WithTransport(rt), remote.WithContext(ctx), remote.WithUserAgent("chartpin")}, nil
+}
+
+// authenticate pings the registry (once per run) and, when it asks for
+// bearer tokens, exchanges the credentials for a pull token for repo.
+func (r *Remote) authenticate(ctx context.Context, repo name.Repository) (http.RoundTripper, error) {
+	reg := repo.Registry
+	r.registries.Store(reg.RegistryStr(), true)
+	ch, err := r.pings.do(reg.RegistryStr(), func() (*transport.Challenge, error) { return r.ping(ctx, reg) })
+	if err != nil {
+		return nil, err
+	}
+	auth, err := authn.Resolve(ctx, r.o.keychain, reg)
+	if err != nil {
+		return nil, fmt.Errorf("reading credentials for %s: %w", reg.RegistryStr(), err)
+	}
+	tok := &transport.Token{}
+	if strings.EqualFold(ch.Scheme, "bearer") {
+		tok, err = transport.Exchange(ctx, reg, auth, r.rt, []string{repo.Scope(transport.PullScope)}, ch)
+		if err != nil {
+			return nil, fmt.Errorf("getting a pull token for %s: %w", repo, err)
+		}
+	}
+	return transport.FromToken(reg, auth, r.rt, ch, tok)
+}
+
+// ping asks GET /v2/ which authentication the registry wants.
+func (r *Remote) ping(ctx context.Context, reg name.Registry) (*transport.Challenge, error) {
+	scheme := "https"
+	if r.o.insecure[canonicalHost(reg.RegistryStr())] {
+		scheme = "http"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+reg.RegistryStr()+"/v2/", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.rt.RoundTrip(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", req.URL, err)
+	}
+	defer resp.Body.Close()
+	ch := &transport.Challenge{Insecure: scheme == "http"}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return ch, nil
+	case http.StatusUnauthorized:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		ch.Scheme, ch.Parameters = parseChallenge(resp.Header.Values("WWW-Authenticate"))
+		return ch, nil
+	}
+	return nil, transport.CheckError(resp, http.StatusOK, http.StatusUnauthorized)
 }
 
 // source maps a normalized ref to the ref actually queried (mirrors applied).
@@ -191,40 +252,13 @@ func (r *Remote) parse(norm string) (name.Reference, error) {
 	return ref, nil
 }
 
-// acquire takes a slot of the global and the per-registry limit.
-func (r *Remote) acquire(ctx context.Context, host string) (func(), error) {
-	r.mu.Lock()
-	hs, ok := r.perHost[host]
-	if !ok {
-		hs = make(chan struct{}, r.o.perRegistry)
-		r.perHost[host] = hs
-	}
-	r.mu.Unlock()
-	select {
-	case r.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	select {
-	case hs <- struct{}{}:
-	case <-ctx.Done():
-		<-r.sem
-		return nil, ctx.Err()
-	}
-	return func() { <-hs; <-r.sem }, nil
-}
-
 func platformsOf(desc *remote.Descriptor) ([]string, error) {
 	if !desc.MediaType.IsIndex() {
 		return nil, nil // single-arch: no platforms list
 	}
-	idx, err := desc.ImageIndex()
+	m, err := v1.ParseIndexManifest(bytes.NewReader(desc.Manifest))
 	if err != nil {
-		return nil, err
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading index %s: %w", desc.Digest, err)
 	}
 	var out []string
 	for _, d := range m.Manifests {
@@ -248,23 +282,109 @@ func platformString(p *v1.Platform) string {
 
 // classify turns a registry error into one that says what to do next.
 func classify(ref string, err error) error {
+	if errors.Is(err, ErrRateLimited) {
+		return fmt.Errorf("%s: %w: %v; retry later or authenticate for a higher limit", ref, ErrRateLimited, unwrapURL(err))
+	}
 	var te *transport.Error
 	if errors.As(err, &te) {
 		switch te.StatusCode {
 		case http.StatusNotFound:
-			return fmt.Errorf("%s: %w: check the repository and tag exist (registry said: %v)", ref, ErrNotFound, err)
+			return fmt.Errorf("%s: %w: check the repository and tag exist (registry said: %v)", ref, ErrNotFound, te)
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return fmt.Errorf("%s: %w: log in (docker login, DOCKER_CONFIG or CHARTPIN_REGISTRY_AUTH) or check access (registry said: %v)", ref, ErrUnauthorized, err)
-		case http.StatusTooManyRequests:
-			return fmt.Errorf("%s: %w: retry later or authenticate for a higher limit (registry said: %v)", ref, ErrRateLimited, err)
+			return fmt.Errorf("%s: %w: log in (docker login, DOCKER_CONFIG or CHARTPIN_REGISTRY_AUTH) or check access (registry said: %v)", ref, ErrUnauthorized, te)
 		}
 		for _, d := range te.Errors {
 			if d.Code == transport.ManifestUnknownErrorCode || d.Code == transport.NameUnknownErrorCode {
-				return fmt.Errorf("%s: %w: check the repository and tag exist (registry said: %v)", ref, ErrNotFound, err)
+				return fmt.Errorf("%s: %w: check the repository and tag exist (registry said: %v)", ref, ErrNotFound, te)
 			}
 		}
 	}
+	if s := err.Error(); strings.Contains(s, "server gave HTTP response to HTTPS client") || strings.Contains(s, "does not look like a TLS handshake") {
+		host := hostOf(ref)
+		return fmt.Errorf("resolving %s: %s speaks plain HTTP: pass --insecure-registry %s if that is intended: %w", ref, host, host, err)
+	}
 	return fmt.Errorf("resolving %s: %w", ref, err)
+}
+
+// unwrapURL drops net/url's "Head "https://…":" prefix when the inner error says it all.
+func unwrapURL(err error) error {
+	var rl *RateLimitError
+	if errors.As(err, &rl) {
+		return rl
+	}
+	return err
+}
+
+// parseChallenge reads WWW-Authenticate values: the scheme (Bearer
+// preferred over Basic) and its parameters.
+func parseChallenge(values []string) (string, map[string]string) {
+	var basic map[string]string
+	for _, v := range values {
+		for _, c := range splitChallenges(v) {
+			switch strings.ToLower(c.scheme) {
+			case "bearer":
+				return "bearer", c.params
+			case "basic":
+				basic = c.params
+			}
+		}
+	}
+	if basic != nil {
+		return "basic", basic
+	}
+	return "", nil
+}
+
+type challenge struct {
+	scheme string
+	params map[string]string
+}
+
+// splitChallenges parses `Scheme k=v, k="quoted, value", Scheme2 k=v`.
+func splitChallenges(s string) []challenge {
+	var out []challenge
+	i := 0
+	skip := func(set string) {
+		for i < len(s) && strings.IndexByte(set, s[i]) >= 0 {
+			i++
+		}
+	}
+	token := func() string {
+		start := i
+		for i < len(s) && strings.IndexByte(" \t,=\"", s[i]) < 0 {
+			i++
+		}
+		return s[start:i]
+	}
+	for i < len(s) {
+		skip(" \t,")
+		word := token()
+		if word == "" {
+			i++
+			continue
+		}
+		skip(" \t")
+		if i < len(s) && s[i] == '=' && len(out) > 0 {
+			i++
+			skip(" \t")
+			var val strings.Builder
+			if i < len(s) && s[i] == '"' {
+				for i++; i < len(s) && s[i] != '"'; i++ {
+					if s[i] == '\\' && i+1 < len(s) {
+						i++
+					}
+					val.WriteByte(s[i])
+				}
+				i++
+			} else {
+				val.WriteString(token())
+			}
+			out[len(out)-1].params[strings.ToLower(word)] = val.String()
+			continue
+		}
+		out = append(out, challenge{scheme: word, params: map[string]string{}})
+	}
+	return out
 }
 
 // onceMap runs fn once per key and shares the answer, errors included, for the run.
