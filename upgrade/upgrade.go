@@ -108,7 +108,8 @@ func withDefaults(opts Options) Options {
 	return opts
 }
 
-func (opts Options) validate() error {
+// Validate reports missing or conflicting options as an input error (exit 2).
+func (opts Options) Validate() error {
 	var problems []string
 	if opts.Release == "" {
 		problems = append(problems, "--release is required")
@@ -136,7 +137,7 @@ func (opts Options) validate() error {
 // cfg.Log when it is nil. ctx bounds the repository requests and the upgrade;
 // a ctx deadline shorter than MinDeadline is refused before anything runs.
 func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, error) {
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return Result{}, err
 	}
 	opts = withDefaults(opts)
@@ -144,7 +145,9 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 	res := Result{Release: opts.Release, Namespace: opts.Namespace}
 
 	if dl, ok := ctx.Deadline(); ok {
-		if left, need := time.Until(dl), MinDeadline(opts); left < need {
+		// A second of tolerance covers the caller's setup between creating
+		// the deadline from MinDeadline and calling Run.
+		if left, need := time.Until(dl), MinDeadline(opts); left+time.Second < need {
 			return res, failure.Input(fmt.Errorf("upgrade %s: the command deadline (%s left) undercuts the %s the upgrade may need (3 × --timeout %s for rollback, upgrade and atomic rollback, plus requests): raise the global --timeout to at least %s or lower the upgrade --timeout",
 				opts.Release, left.Round(time.Second), need, opts.Timeout, need))
 		}
@@ -159,7 +162,7 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 		if err == nil || errors.Is(err, driver.ErrReleaseNotFound) {
 			return res, fmt.Errorf("upgrade: release %q not found in namespace %q: install it first (helm install), or check --release and --namespace", opts.Release, opts.Namespace)
 		}
-		return res, fmt.Errorf("upgrade %s: reading release history in namespace %q: %w", opts.Release, opts.Namespace, err)
+		return res, fmt.Errorf("upgrade %s: reading release history in namespace %q: %w; is the cluster reachable with this kubeconfig or in-cluster service account, and may it read secrets there?", opts.Release, opts.Namespace, err)
 	}
 	releaseutil.SortByRevision(history)
 	last := history[len(history)-1]

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"helm.sh/helm/v3/pkg/action"
+	helmcli "helm.sh/helm/v3/pkg/cli"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/chartpin/chartpin/upgrade"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "upgrade",
+		Usage: "one auto-upgrade tick: move an installed release to the newest stable chart version",
+		Description: "Rolls a wedged (pending-*) release back to its last deployed revision first, skips a\n" +
+			"release being uninstalled, and upgrades with reset-then-reuse-values, atomically.\n" +
+			"Kubernetes access: in-cluster config by default, or --kubeconfig / KUBECONFIG.\n" +
+			"The command deadline (global --timeout) is extended when it would undercut the upgrade.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "release", Usage: "installed release `NAME`"},
+			&cli.StringFlag{Name: "namespace", Usage: "release `NAMESPACE` (default: the kubeconfig's, or the pod's in-cluster)"},
+			&cli.StringFlag{Name: "repo", Usage: "chart repository `URL` holding index.yaml"},
+			&cli.StringFlag{Name: "oci", Usage: "OCI chart location `oci://HOST/PATH` (the chart is HOST/PATH/CHART)"},
+			&cli.StringFlag{Name: "chart", Usage: "chart `NAME` in the repository"},
+			&cli.DurationFlag{Name: "timeout", Value: upgrade.DefaultTimeout, Usage: "Helm's wait for the rollback and the upgrade (as helm upgrade --timeout)"},
+			&cli.DurationFlag{Name: "request-timeout", Value: upgrade.DefaultRequestTimeout, Usage: "bound on each repository and Kubernetes API request"},
+			&cli.BoolFlag{Name: "allow-prerelease", Usage: "consider prerelease versions (1.2.0-rc.1)"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "decide and render, change nothing"},
+			&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `FILE` (default: in-cluster config, or KUBECONFIG)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
+		},
+		Action: runUpgrade,
+	})
+}
+
+func runUpgrade(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usage("upgrade takes no arguments, got %q", c.Args().Slice())
+	}
+	output := c.String("output")
+	if output != "text" && output != "json" {
+		return usage("--output %q: want text or json", output)
+	}
+	log := logger(c)
+	opts := upgrade.Options{
+		Release:         c.String("release"),
+		Chart:           c.String("chart"),
+		RepoURL:         c.String("repo"),
+		OCI:             c.String("oci"),
+		Timeout:         c.Duration("timeout"),
+		RequestTimeout:  c.Duration("request-timeout"),
+		AllowPrerelease: c.Bool("allow-prerelease"),
+		DryRun:          c.Bool("dry-run"),
+		PlainHTTP:       insecureOCI(c, c.String("oci")),
+		Logger:          log,
+	}
+
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+
+	settings := helmcli.New()
+	if kc := c.String("kubeconfig"); kc != "" {
+		settings.KubeConfig = kc
+	}
+	if ns := c.String("namespace"); ns != "" {
+		settings.SetNamespace(ns)
+	}
+	getter := settings.RESTClientGetter()
+	if cf, ok := getter.(*genericclioptions.ConfigFlags); ok {
+		// Every API request gets a bound too (lesson 23); client-go has none by default.
+		t := c.Duration("request-timeout").String()
+		cf.Timeout = &t
+	}
+	opts.Namespace = settings.Namespace()
+	cfg := new(action.Configuration)
+	helmLog := func(format string, v ...any) { log.Debug("helm: " + fmt.Sprintf(format, v...)) }
+	if err := cfg.Init(getter, opts.Namespace, os.Getenv("HELM_DRIVER"), helmLog); err != nil {
+		return fmt.Errorf("upgrade: connecting to Kubernetes (namespace %q): %w; check --kubeconfig or the pod's service account", opts.Namespace, err)
+	}
+
+	// The global --timeout bounds the command; it must never cut the Helm
+	// wait short (lesson 23), so it grows to what the upgrade may need.
+	deadline := globalTimeout(c)
+	if need := upgrade.MinDeadline(opts); deadline < need {
+		fmt.Fprintf(c.App.ErrWriter, "chartpin upgrade: extending the command deadline from %s (global --timeout) to %s: 3 × --timeout %s (rollback, upgrade, atomic rollback) plus repository requests\n",
+			deadline, need, opts.Timeout)
+		deadline = need
+	}
+	ctx, cancel := context.WithTimeout(c.Context, deadline)
+	defer cancel()
+
+	res, err := upgrade.Run(ctx, cfg, opts)
+	if res.Decision != "" {
+		if perr := printUpgrade(c, output, res); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	return err
+}
+
+// globalTimeout is the app-level --timeout: this command's own --timeout
+// shadows it in c.
+func globalTimeout(c *cli.Context) time.Duration {
+	for _, parent := range c.Lineage()[1:] {
+		if d := parent.Duration("timeout"); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+func printUpgrade(c *cli.Context, output string, res upgrade.Result) error {
+	w := c.App.Writer
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	if res.Recovered != "" {
+		if _, err := fmt.Fprintf(w, "release %s (namespace %s): %s\n", res.Release, res.Namespace, res.Recovered); err != nil {
+			return err
+		}
+	}
+	latest := res.Latest
+	if latest == "" {
+		latest = "not fetched"
+	}
+	_, err := fmt.Fprintf(w, "release %s (namespace %s): current %s, latest %s: %s (revision %d)\n",
+		res.Release, res.Namespace, res.Current, latest, res.Decision, res.Revision)
+	return err
+}
+
+// insecureOCI reports whether the --oci host was named by --insecure-registry.
+func insecureOCI(c *cli.Context, oci string) bool {
+	if oci == "" {
+		return false
+	}
+	host, _, _ := strings.Cut(strings.TrimPrefix(oci, "oci://"), "/")
+	for _, h := range c.StringSlice("insecure-registry") {
+		if h == host {
+			return true
+		}
+	}
+	return false
+}
