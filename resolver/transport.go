@@ -9,9 +9,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -46,22 +48,20 @@ type counter struct {
 }
 
 func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
-	c.mu.Lock()
-	switch p := req.URL.Path; {
-	case p == "/v2/" || p == "/v2":
-		c.s.Ping++
-	case !strings.HasPrefix(p, "/v2/"):
-		c.s.Token++ // the realm a bearer challenge named
-	case strings.Contains(p, "/manifests/") && req.Method == http.MethodHead:
-		c.s.HEAD++
-	case strings.Contains(p, "/manifests/") && req.Method == http.MethodGet:
-		c.s.GET++
-	default:
-		c.s.Other++
-	}
-	c.mu.Unlock()
+	kind := c.kind(req)
+	c.add(kind, 1)
+	// net/http silently resends an idempotent request once when a reused
+	// connection dies before the answer; count what went on the wire.
+	var writes atomic.Int32
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { writes.Add(1) }}
 	start := time.Now()
-	resp, err := c.next.RoundTrip(req)
+	resp, err := c.next.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	if extra := int(writes.Load()) - 1; extra > 0 {
+		c.add(kind, extra)
+		c.mu.Lock()
+		c.s.Retries += extra
+		c.mu.Unlock()
+	}
 	// Never log headers or queries: they may carry credentials.
 	if err != nil {
 		c.log.Debug("request failed", "method", req.Method, "url", redactURL(req), "error", err)
@@ -69,6 +69,26 @@ func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.log.Debug("request", "method", req.Method, "url", redactURL(req), "status", resp.StatusCode, "ms", time.Since(start).Milliseconds())
 	}
 	return resp, err
+}
+
+func (c *counter) kind(req *http.Request) *int {
+	switch p := req.URL.Path; {
+	case p == "/v2/" || p == "/v2":
+		return &c.s.Ping
+	case !strings.HasPrefix(p, "/v2/"):
+		return &c.s.Token // the realm a bearer challenge named
+	case strings.Contains(p, "/manifests/") && req.Method == http.MethodHead:
+		return &c.s.HEAD
+	case strings.Contains(p, "/manifests/") && req.Method == http.MethodGet:
+		return &c.s.GET
+	}
+	return &c.s.Other
+}
+
+func (c *counter) add(kind *int, n int) {
+	c.mu.Lock()
+	*kind += n
+	c.mu.Unlock()
 }
 
 func (c *counter) stats() Stats {

@@ -1,5 +1,7 @@
-// Package registrytest runs go-containerregistry's in-process registry for
-// tests, counts the requests it sees, and pushes sample images into it.
+// Package registrytest runs registries for tests: go-containerregistry's
+// in-process registry, Debian's docker-registry (CNCF distribution) on a
+// loopback port, and a fault-injecting proxy in front of either. Each counts
+// the requests it sees; Pusher pushes sample images into any of them.
 package registrytest
 
 import (
@@ -11,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -23,17 +26,26 @@ import (
 
 // Registry is an in-process OCI registry on a loopback port.
 type Registry struct {
-	// Host is host:port, for refs like Host + "/repo:tag".
-	Host   string
+	Pusher // Host is host:port, for refs like Host + "/repo:tag"
+	Recorder
 	Server *httptest.Server
+}
 
+// Request is one request a registry or proxy saw.
+type Request struct {
+	Method, Path string
+}
+
+// Recorder keeps every request seen.
+type Recorder struct {
 	mu       sync.Mutex
 	requests []Request
 }
 
-// Request is one request the registry saw.
-type Request struct {
-	Method, Path string
+func (r *Recorder) record(req *http.Request) {
+	r.mu.Lock()
+	r.requests = append(r.requests, Request{req.Method, req.URL.Path})
+	r.mu.Unlock()
 }
 
 // New starts a registry that lives as long as the test.
@@ -42,9 +54,7 @@ func New(t testing.TB) *Registry {
 	r := &Registry{}
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.mu.Lock()
-		r.requests = append(r.requests, Request{req.Method, req.URL.Path})
-		r.mu.Unlock()
+		r.record(req)
 		h.ServeHTTP(w, req)
 	}))
 	t.Cleanup(r.Server.Close)
@@ -53,7 +63,7 @@ func New(t testing.TB) *Registry {
 }
 
 // Requests returns every request seen so far.
-func (r *Registry) Requests() []Request {
+func (r *Recorder) Requests() []Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Request(nil), r.requests...)
@@ -61,7 +71,7 @@ func (r *Registry) Requests() []Request {
 
 // Count is the number of requests with this method ("" for all) seen so far,
 // pushes included; call Reset after setting up fixtures.
-func (r *Registry) Count(method string) int {
+func (r *Recorder) Count(method string) int {
 	n := 0
 	for _, q := range r.Requests() {
 		if method == "" || q.Method == method {
@@ -71,31 +81,57 @@ func (r *Registry) Count(method string) int {
 	return n
 }
 
+// CountPath is the number of requests with this method ("" for all) whose
+// path contains part (e.g. "/manifests/", or "/v2/" for everything).
+func (r *Recorder) CountPath(method, part string) int {
+	n := 0
+	for _, q := range r.Requests() {
+		if (method == "" || q.Method == method) && strings.Contains(q.Path, part) {
+			n++
+		}
+	}
+	return n
+}
+
 // Reset forgets the requests seen so far.
-func (r *Registry) Reset() {
+func (r *Recorder) Reset() {
 	r.mu.Lock()
 	r.requests = nil
 	r.mu.Unlock()
 }
 
+// Pusher pushes sample images to a plain-HTTP registry at Host, with Auth
+// when the registry wants credentials.
+type Pusher struct {
+	Host string
+	Auth authn.Authenticator // nil: anonymous
+}
+
+func (p *Pusher) options() []remote.Option {
+	if p.Auth == nil {
+		return nil
+	}
+	return []remote.Option{remote.WithAuth(p.Auth)}
+}
+
 // PushIndex pushes a multi-arch OCI index with one random image per
 // platform ("linux/amd64", "linux/arm64/v8") to repo:tag and returns the
 // index digest.
-func (r *Registry) PushIndex(t testing.TB, repo, tag string, platforms ...string) string {
+func (p *Pusher) PushIndex(t testing.TB, repo, tag string, platforms ...string) string {
 	t.Helper()
-	return r.pushIndex(t, repo, tag, types.OCIImageIndex, platforms)
+	return p.pushIndex(t, repo, tag, types.OCIImageIndex, platforms)
 }
 
 // PushDockerIndex is PushIndex with Docker manifest-list media types.
-func (r *Registry) PushDockerIndex(t testing.TB, repo, tag string, platforms ...string) string {
+func (p *Pusher) PushDockerIndex(t testing.TB, repo, tag string, platforms ...string) string {
 	t.Helper()
-	return r.pushIndex(t, repo, tag, types.DockerManifestList, platforms)
+	return p.pushIndex(t, repo, tag, types.DockerManifestList, platforms)
 }
 
-func (r *Registry) pushIndex(t testing.TB, repo, tag string, mt types.MediaType, platforms []string) string {
+func (p *Pusher) pushIndex(t testing.TB, repo, tag string, mt types.MediaType, platforms []string) string {
 	t.Helper()
 	idx := mutate.IndexMediaType(empty.Index, mt)
-	for _, p := range platforms {
+	for _, pl := range platforms {
 		img, err := random.Image(256, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -105,14 +141,14 @@ func (r *Registry) pushIndex(t testing.TB, repo, tag string, mt types.MediaType,
 		} else {
 			img = mutate.MediaType(img, types.OCIManifestSchema1)
 		}
-		plat, err := v1.ParsePlatform(p)
+		plat, err := v1.ParsePlatform(pl)
 		if err != nil {
 			t.Fatal(err)
 		}
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: plat}})
 	}
-	ref := r.ref(t, repo, tag)
-	if err := remote.WriteIndex(ref, idx); err != nil {
+	ref := p.ref(t, repo, tag)
+	if err := remote.WriteIndex(ref, idx, p.options()...); err != nil {
 		t.Fatalf("pushing %s: %v", ref, err)
 	}
 	d, err := idx.Digest()
@@ -122,15 +158,29 @@ func (r *Registry) pushIndex(t testing.TB, repo, tag string, mt types.MediaType,
 	return d.String()
 }
 
-// PushImage pushes a single-arch image to repo:tag and returns its digest.
-func (r *Registry) PushImage(t testing.TB, repo, tag string) string {
+// PushImage pushes a single-arch Docker v2 image to repo:tag and returns its digest.
+func (p *Pusher) PushImage(t testing.TB, repo, tag string) string {
+	t.Helper()
+	return p.pushImage(t, repo, tag, types.DockerManifestSchema2)
+}
+
+// PushOCIImage pushes a single-arch OCI image to repo:tag and returns its digest.
+func (p *Pusher) PushOCIImage(t testing.TB, repo, tag string) string {
+	t.Helper()
+	return p.pushImage(t, repo, tag, types.OCIManifestSchema1)
+}
+
+func (p *Pusher) pushImage(t testing.TB, repo, tag string, mt types.MediaType) string {
 	t.Helper()
 	img, err := random.Image(256, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := r.ref(t, repo, tag)
-	if err := remote.Write(ref, img); err != nil {
+	if mt == types.OCIManifestSchema1 {
+		img = mutate.ConfigMediaType(mutate.MediaType(img, mt), types.OCIConfigJSON)
+	}
+	ref := p.ref(t, repo, tag)
+	if err := remote.Write(ref, img, p.options()...); err != nil {
 		t.Fatalf("pushing %s: %v", ref, err)
 	}
 	d, err := img.Digest()
@@ -141,24 +191,24 @@ func (r *Registry) PushImage(t testing.TB, repo, tag string) string {
 }
 
 // Tag points another tag at an existing digest of repo.
-func (r *Registry) Tag(t testing.TB, repo, digest, tag string) {
+func (p *Pusher) Tag(t testing.TB, repo, digest, tag string) {
 	t.Helper()
-	src, err := name.NewDigest(r.Host+"/"+repo+"@"+digest, name.Insecure)
+	src, err := name.NewDigest(p.Host+"/"+repo+"@"+digest, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
-	desc, err := remote.Get(src)
+	desc, err := remote.Get(src, p.options()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Tag(r.ref(t, repo, tag), desc); err != nil {
+	if err := remote.Tag(p.ref(t, repo, tag), desc, p.options()...); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (r *Registry) ref(t testing.TB, repo, tag string) name.Tag {
+func (p *Pusher) ref(t testing.TB, repo, tag string) name.Tag {
 	t.Helper()
-	ref, err := name.NewTag(r.Host+"/"+repo+":"+tag, name.Insecure)
+	ref, err := name.NewTag(p.Host+"/"+repo+":"+tag, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
