@@ -65,6 +65,16 @@ func (f *File) offset(line, col int) (int, error) {
 		return 0, fmt.Errorf("%w: position %d:%d outside the file", ErrUnsupported, line, col)
 	}
 	off := f.lines[line-1]
+	if f.ascii[line-1] {
+		end := len(f.Data)
+		if line < len(f.lines) {
+			end = f.lines[line]
+		}
+		if off+col-1 > end {
+			return 0, fmt.Errorf("%w: column %d past the end of line %d", ErrUnsupported, col, line)
+		}
+		return off + col - 1, nil
+	}
 	for i := 1; i < col; i++ {
 		if off >= len(f.Data) {
 			return 0, fmt.Errorf("%w: column %d past the end of line %d", ErrUnsupported, col, line)

@@ -49,6 +49,7 @@ type File struct {
 	Docs []*yaml.Node
 
 	lines []int               // byte offset of the start of each line
+	ascii []bool              // whether each line is pure ASCII (column = byte)
 	bom   int                 // bytes of a leading UTF-8 byte order mark
 	info  map[*yaml.Node]info // every node reachable without following aliases
 }
@@ -72,7 +73,7 @@ func Parse(name string, data []byte) (*File, error) {
 	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
 		f.bom = 3
 	}
-	f.lines = lineStarts(data, f.bom)
+	f.lines, f.ascii = lineStarts(data, f.bom)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {
 		var doc yaml.Node
@@ -111,10 +112,14 @@ func newParseError(name string, err error) error {
 }
 
 // lineStarts returns the byte offset of each line, counting line breaks the
-// way yaml.v3 does (CRLF, CR, LF, NEL, LS, PS).
-func lineStarts(data []byte, bom int) []int {
+// way yaml.v3 does (CRLF, CR, LF, NEL, LS, PS), and which lines are ASCII.
+func lineStarts(data []byte, bom int) ([]int, []bool) {
 	lines := []int{bom}
+	ascii := []bool{true}
 	for i := bom; i < len(data); {
+		if data[i] >= utf8.RuneSelf {
+			ascii[len(ascii)-1] = false
+		}
 		switch {
 		case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
 			i += 2
@@ -129,8 +134,9 @@ func lineStarts(data []byte, bom int) []int {
 			continue
 		}
 		lines = append(lines, i)
+		ascii = append(ascii, true)
 	}
-	return lines
+	return lines, ascii
 }
 
 // index records the path of every node and refuses duplicate keys.
