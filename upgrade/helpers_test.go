@@ -169,6 +169,7 @@ func install(t *testing.T, cfg *action.Configuration, ch *chart.Chart, vals map[
 // chartRepo is an index.yaml repository on httptest that records requests.
 type chartRepo struct {
 	*httptest.Server
+	dir      string
 	mu       sync.Mutex
 	requests []string
 }
@@ -183,7 +184,7 @@ func (r *chartRepo) Requests() []string {
 func serveRepo(t *testing.T, charts ...*chart.Chart) *chartRepo {
 	t.Helper()
 	dir := t.TempDir()
-	r := &chartRepo{}
+	r := &chartRepo{dir: dir}
 	files := http.FileServer(http.Dir(dir))
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
@@ -305,6 +306,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("HELM_CONFIG_HOME", dir)
+	os.Setenv("HELM_CACHE_HOME", dir)
 	os.Setenv("DOCKER_CONFIG", dir)
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -70,14 +70,14 @@ type Options struct {
 
 // Result is what one tick found and did.
 type Result struct {
-	Release   string
-	Namespace string
-	Current   string // chart version deployed before the tick
-	Latest    string // newest candidate version in the repository ("" when not fetched)
-	Decision  string // one of the Decision constants
+	Release   string `json:"release"`
+	Namespace string `json:"namespace"`
+	Current   string `json:"current"`  // chart version deployed before the tick
+	Latest    string `json:"latest"`   // newest candidate version in the repository ("" when not fetched)
+	Decision  string `json:"decision"` // one of the Decision constants
 
-	Recovered string // non-empty when a wedged release was rolled back first
-	Revision  int    // release revision after the tick
+	Recovered string `json:"recovered,omitempty"` // non-empty when a wedged release was rolled back first
+	Revision  int    `json:"revision"`            // release revision after the tick
 }
 
 // MinDeadline is the shortest command deadline that never undercuts the
@@ -189,7 +189,7 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 			res.Recovered = fmt.Sprintf("revision %d is %s; would roll back to revision %d (chart %s)", last.Version, st, good.Version, chartVersion(good))
 			log.Info("wedged release: would roll back (dry run)", "status", st, "revision", last.Version, "to", good.Version)
 		} else {
-			log.Info("wedged release: rolling back", "status", st, "revision", last.Version, "to", good.Version, "timeout", opts.Timeout)
+			log.Info("wedged release: rolling back", "status", st, "revision", last.Version, "since", last.Info.LastDeployed.Time, "to", good.Version, "timeout", opts.Timeout)
 			rb := action.NewRollback(cfg)
 			rb.Version = good.Version
 			rb.Wait = true

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -466,9 +468,36 @@ func TestChartMissingFromIndex(t *testing.T) {
 	}
 }
 
+// An archive that does not match the index's digest is never installed.
+func TestArchiveNotMatchingIndexDigestIsRefused(t *testing.T) {
+	cfg, kc := newConfig(t)
+	install(t, cfg, demoChart("1.0.0", oldPin, false), nil)
+	srv := serveRepo(t, demoChart("1.1.0", newPin, true))
+	// Republished in place under the same version (lesson 11): other bytes.
+	if _, err := chartutil.Save(demoChart("1.1.0", oldPin, true), srv.dir); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(context.Background(), cfg, options(t, srv.URL))
+	if err == nil || failure.Code(err) != 1 || !strings.Contains(err.Error(), srv.URL+"/demo-1.1.0.tgz: sha256") {
+		t.Fatalf("err = %v, want exit 1 naming the archive and its digest", err)
+	}
+	equalHistory(t, history(t, cfg), []revision{{1, release.StatusDeployed, "1.0.0"}})
+	if got := kc.Calls(); len(got) != 0 {
+		t.Errorf("cluster calls = %v", got)
+	}
+}
+
 // The OCI path: tags from the registry, newest stable pulled and installed.
 func TestUpgradeFromOCI(t *testing.T) {
-	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	var mu sync.Mutex
+	var seen []string
+	regHandler := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		regHandler.ServeHTTP(w, r)
+	}))
 	t.Cleanup(reg.Close)
 	host := strings.TrimPrefix(reg.URL, "http://")
 	rc, err := helmregistry.NewClient(helmregistry.ClientOptPlainHTTP())
@@ -490,6 +519,10 @@ func TestUpgradeFromOCI(t *testing.T) {
 		}
 	}
 
+	mu.Lock()
+	seen = nil // count only what the tick asks
+	mu.Unlock()
+
 	cfg, _ := newConfig(t)
 	install(t, cfg, demoChart("1.0.0", oldPin, false), userValues())
 	opts := options(t, "")
@@ -507,4 +540,14 @@ func TestUpgradeFromOCI(t *testing.T) {
 	if !strings.Contains(rel.Manifest, newPin) || !reflect.DeepEqual(rel.Config, userValues()) {
 		t.Errorf("revision 2: config %v, manifest:\n%s", rel.Config, rel.Manifest)
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	joined := strings.Join(seen, "\n")
+	if !strings.Contains(joined, "GET /v2/charts/demo/tags/list") || !strings.Contains(joined, "GET /v2/charts/demo/manifests/1.1.0") {
+		t.Errorf("registry requests lack the tag list or the 1.1.0 manifest:\n%s", joined)
+	}
+	if strings.Contains(joined, "1.2.0-rc.1") || strings.Contains(joined, "1.0.0") || strings.Contains(joined, "PUT ") {
+		t.Errorf("the tick touched another version or wrote:\n%s", joined)
+	}
+	t.Logf("registry requests for one tick: %d", len(seen))
 }
