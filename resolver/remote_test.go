@@ -3,8 +3,12 @@ package resolver_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/resolver"
@@ -116,5 +120,274 @@ func TestNormalize(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("Normalize(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+func TestMediaTypes(t *testing.T) {
+	reg := registrytest.New(t)
+	cases := []struct {
+		repo, digest, mediaType string
+		index                   bool
+	}{
+		{"oci-index", reg.PushIndex(t, "oci-index", "1", "linux/amd64", "linux/arm64"), "application/vnd.oci.image.index.v1+json", true},
+		{"docker-list", reg.PushDockerIndex(t, "docker-list", "1", "linux/amd64", "linux/arm/v7"), "application/vnd.docker.distribution.manifest.list.v2+json", true},
+		{"docker-image", reg.PushImage(t, "docker-image", "1"), "application/vnd.docker.distribution.manifest.v2+json", false},
+		{"oci-image", reg.PushOCIImage(t, "oci-image", "1"), "application/vnd.oci.image.manifest.v1+json", false},
+	}
+	r := newRemote(t, reg)
+	ctx := context.Background()
+	for _, c := range cases {
+		img, err := r.Resolve(ctx, reg.Host+"/"+c.repo+":1")
+		if err != nil {
+			t.Fatalf("%s: %v", c.repo, err)
+		}
+		if img.Digest != c.digest || img.MediaType != c.mediaType || img.IsIndex() != c.index {
+			t.Errorf("%s: got %s %s index=%v; want %s %s index=%v", c.repo, img.Digest, img.MediaType, img.IsIndex(), c.digest, c.mediaType, c.index)
+		}
+	}
+	img, _ := r.Resolve(ctx, reg.Host+"/docker-list:1")
+	plats, err := r.Platforms(ctx, img)
+	if err != nil || strings.Join(plats, ",") != "linux/amd64,linux/arm/v7" {
+		t.Errorf("docker manifest list platforms = %v, %v", plats, err)
+	}
+}
+
+func TestDigestRef(t *testing.T) {
+	reg := registrytest.New(t)
+	want := reg.PushIndex(t, "app", "1.0", "linux/amd64", "linux/arm64")
+	r := newRemote(t, reg)
+	ctx := context.Background()
+	img, err := r.Resolve(ctx, reg.Host+"/app@"+want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Digest != want || img.Ref != reg.Host+"/app@"+want || !img.IsIndex() {
+		t.Errorf("digest ref resolved to %+v", img)
+	}
+	// tag@digest: the digest wins, the tag is not consulted.
+	img, err = r.Resolve(ctx, reg.Host+"/app:does-not-exist@"+want)
+	if err != nil || img.Digest != want {
+		t.Errorf("tag@digest: %+v, %v", img, err)
+	}
+	missing := "sha256:" + strings.Repeat("0", 64)
+	_, err = r.Resolve(ctx, reg.Host+"/app@"+missing)
+	if !errors.Is(err, resolver.ErrNotFound) || !strings.Contains(err.Error(), reg.Host+"/app@"+missing) {
+		t.Errorf("unknown digest: err = %v, want ErrNotFound naming the ref", err)
+	}
+}
+
+func TestDedupAcrossManyRefs(t *testing.T) {
+	reg := registrytest.New(t)
+	var refs []string
+	unique := map[string]bool{}
+	for i := 0; i < 10; i++ {
+		repo := fmt.Sprintf("svc%d", i)
+		reg.PushIndex(t, repo, "1", "linux/amd64")
+		reg.PushImage(t, repo, "2")
+		for j := 0; j < 6; j++ { // each ref named several times, spelled two ways
+			tag := []string{"1", "2"}[j%2]
+			ref := reg.Host + "/" + repo + ":" + tag
+			unique[ref] = true
+			refs = append(refs, ref)
+			if j == 5 {
+				refs = append(refs, " "+ref+" ")
+			}
+		}
+	}
+	reg.Reset()
+	r := newRemote(t, reg)
+	ctx := context.Background()
+	// Many callers at once, as several charts naming the same images would.
+	var wg sync.WaitGroup
+	for k := 0; k < 4; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := resolver.ResolveAll(ctx, r, refs); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := reg.Count("HEAD"); got != len(unique) {
+		t.Errorf("registry saw %d HEADs for %d refs (%d unique), want %d", got, len(refs), len(unique), len(unique))
+	}
+	if got := reg.CountPath("GET", "/manifests/"); got != 0 {
+		t.Errorf("registry saw %d manifest GETs, want 0", got)
+	}
+	if got := reg.Count(""); got != len(unique)+1 {
+		t.Errorf("registry saw %d requests, want %d HEADs and one ping: %v", got, len(unique), reg.Requests())
+	}
+	s := r.Stats()
+	if s.HEAD != len(unique) || s.Ping != 1 || s.GET != 0 || s.Token != 0 || s.Total() != reg.Count("") {
+		t.Errorf("stats %+v disagree with the registry's %d requests", s, reg.Count(""))
+	}
+}
+
+func TestPlatformsOncePerDigest(t *testing.T) {
+	reg := registrytest.New(t)
+	d := reg.PushIndex(t, "app", "1", "linux/amd64", "linux/arm64")
+	reg.Tag(t, "app", d, "latest")
+	reg.Tag(t, "app", d, "stable")
+	reg.Reset()
+	r := newRemote(t, reg)
+	images, err := resolver.ResolveEach(context.Background(), r,
+		[]string{reg.Host + "/app:1", reg.Host + "/app:latest", reg.Host + "/app:stable", reg.Host + "/app:1"},
+		[]string{"linux/amd64", "linux/arm64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range images {
+		if img.Digest != d || strings.Join(img.Platforms, ",") != "linux/amd64,linux/arm64" {
+			t.Errorf("%+v", img)
+		}
+	}
+	if got := reg.CountPath("GET", "/manifests/"); got != 1 {
+		t.Errorf("registry saw %d manifest GETs for one digest, want 1", got)
+	}
+	if got := reg.Count("HEAD"); got != 3 {
+		t.Errorf("registry saw %d HEADs for 3 unique tags, want 3", got)
+	}
+}
+
+func TestConcurrencyBound(t *testing.T) {
+	reg := registrytest.New(t)
+	var refs []string
+	for i := 0; i < 12; i++ {
+		reg.PushImage(t, fmt.Sprintf("r%d", i), "1")
+		refs = append(refs, fmt.Sprintf("%s/r%d:1", "PROXY", i))
+	}
+	for _, c := range []struct{ global, perRegistry, want int }{{3, 8, 3}, {8, 2, 2}, {8, 8, 8}} {
+		proxy := registrytest.NewProxy(t, reg.Host)
+		proxy.SetDelay(100 * time.Millisecond)
+		r, err := resolver.New(resolver.WithInsecureRegistries(proxy.Host),
+			resolver.WithConcurrency(c.global), resolver.WithPerRegistryLimit(c.perRegistry))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var these []string
+		for _, ref := range refs {
+			these = append(these, strings.Replace(ref, "PROXY", proxy.Host, 1))
+		}
+		if _, err := resolver.ResolveAll(context.Background(), r, these); err != nil {
+			t.Fatal(err)
+		}
+		if got := proxy.MaxInFlight(); got != c.want {
+			t.Errorf("concurrency %d, per registry %d: %d requests in flight at most, want %d", c.global, c.perRegistry, got, c.want)
+		}
+	}
+}
+
+func TestMirrorsResolveFromTheServingRegistry(t *testing.T) {
+	origin := registrytest.New(t)
+	mirror := registrytest.New(t)
+	fromOrigin := origin.PushIndex(t, "library/app", "1", "linux/amd64", "linux/arm64")
+	fromMirror := mirror.PushIndex(t, "library/app", "1", "linux/amd64", "linux/arm64")
+	if fromOrigin == fromMirror {
+		t.Fatal("fixtures must differ")
+	}
+	origin.Reset()
+	mirror.Reset()
+	ctx := context.Background()
+	r, err := resolver.New(resolver.WithInsecureRegistries(origin.Host, mirror.Host),
+		resolver.WithMirrors(map[string]string{origin.Host: mirror.Host}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := r.Resolve(ctx, origin.Host+"/library/app:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Digest != fromMirror || img.Ref != origin.Host+"/library/app:1" || img.Source != mirror.Host+"/library/app:1" {
+		t.Errorf("mirrored resolve = %+v; want the mirror's digest %s with Source naming the mirror", img, fromMirror)
+	}
+	if origin.Count("") != 0 {
+		t.Errorf("origin saw %d requests behind a mirror, want 0", origin.Count(""))
+	}
+	// The same Remote asked about the mirror directly shares the answer (same queried ref) …
+	direct, err := r.Resolve(ctx, mirror.Host+"/library/app:1")
+	if err != nil || direct.Digest != fromMirror || mirror.Count("HEAD") != 1 {
+		t.Errorf("direct mirror ref: %+v, %v, %d HEADs", direct, err, mirror.Count("HEAD"))
+	}
+	plats, err := r.Platforms(ctx, img)
+	if err != nil || len(plats) != 2 || mirror.CountPath("GET", "/manifests/") != 1 || origin.Count("") != 0 {
+		t.Errorf("platforms read from the mirror: %v, %v; origin saw %d requests", plats, err, origin.Count(""))
+	}
+	// … while a Remote without the mirror reports the origin's digest, not the mirror's.
+	plain := newRemote(t, origin)
+	img, err = plain.Resolve(ctx, origin.Host+"/library/app:1")
+	if err != nil || img.Digest != fromOrigin || img.Source != img.Ref {
+		t.Errorf("unmirrored resolve = %+v, %v; want the origin's digest %s", img, err, fromOrigin)
+	}
+	// A mirror that lacks the image fails naming both refs; the origin is not asked.
+	origin.PushImage(t, "only-origin", "1")
+	origin.Reset()
+	_, err = r.Resolve(ctx, origin.Host+"/only-origin:1")
+	if !errors.Is(err, resolver.ErrNotFound) || !strings.Contains(err.Error(), mirror.Host+"/only-origin:1") || !strings.Contains(err.Error(), "mirror of "+origin.Host) || origin.Count("") != 0 {
+		t.Errorf("image missing on the mirror: err = %v; origin saw %d requests", err, origin.Count(""))
+	}
+}
+
+// schemeRecorder records the scheme of every request that reaches the network.
+type schemeRecorder struct {
+	mu      sync.Mutex
+	schemes []string
+}
+
+func (s *schemeRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	s.schemes = append(s.schemes, req.URL.Scheme)
+	s.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func TestInsecureRegistryNeverTriesHTTPS(t *testing.T) {
+	reg := registrytest.New(t)
+	want := reg.PushIndex(t, "app", "1", "linux/amd64")
+	reg.Reset()
+	rec := &schemeRecorder{}
+	r := newRemote(t, reg, resolver.WithTransport(rec))
+	img, err := r.Resolve(context.Background(), reg.Host+"/app:1")
+	if err != nil || img.Digest != want {
+		t.Fatalf("%+v, %v", img, err)
+	}
+	if strings.Join(rec.schemes, ",") != "http,http" {
+		t.Errorf("schemes on the wire = %v, want exactly the ping and the HEAD over http", rec.schemes)
+	}
+}
+
+func TestSecureRegistryNeverFallsBackToHTTP(t *testing.T) {
+	reg := registrytest.New(t)
+	reg.PushIndex(t, "app", "1", "linux/amd64")
+	reg.Reset()
+	rec := &schemeRecorder{}
+	r, err := resolver.New(resolver.WithTransport(rec), resolver.WithRetry(1, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Resolve(context.Background(), reg.Host+"/app:1")
+	if err == nil || !strings.Contains(err.Error(), "--insecure-registry "+reg.Host) {
+		t.Fatalf("err = %v, want advice naming --insecure-registry", err)
+	}
+	if strings.Join(rec.schemes, ",") != "https" || reg.Count("") != 0 {
+		t.Errorf("schemes on the wire = %v (registry handled %d), want one https attempt and no plain HTTP", rec.schemes, reg.Count(""))
+	}
+}
+
+func TestTags(t *testing.T) {
+	reg := registrytest.New(t)
+	for _, tag := range []string{"0.8.4", "0.8.10", "latest"} {
+		reg.PushImage(t, "app", tag)
+	}
+	reg.Reset()
+	r := newRemote(t, reg)
+	for i := 0; i < 3; i++ {
+		tags, err := r.Tags(context.Background(), reg.Host+"/app")
+		if err != nil || strings.Join(tags, ",") != "0.8.10,0.8.4,latest" {
+			t.Fatalf("tags = %v, %v", tags, err)
+		}
+	}
+	if got := reg.CountPath("GET", "/tags/list"); got != 1 {
+		t.Errorf("registry saw %d tag listings, want 1", got)
 	}
 }
