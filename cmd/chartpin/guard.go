@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/ghactions"
+	"github.com/chartpin/chartpin/guard"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "guard",
+		Usage:     "refuse chart changes since --base without a semver version bump (read-only)",
+		ArgsUsage: "[CHART_DIR...]",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "base", Usage: "compare with this git `REF` (e.g. origin/main)"},
+			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present)"},
+			&cli.StringFlag{Name: "index", Usage: "refuse a version already in this index.yaml (`URL|FILE`)"},
+			&cli.StringFlag{Name: "oci", Usage: "refuse a version already pushed to `oci://HOST/PATH`"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json|markdown"},
+		},
+		Action: runGuard,
+	})
+}
+
+func runGuard(c *cli.Context) error {
+	base := c.String("base")
+	if base == "" {
+		return usage("guard: --base REF is required, e.g. chartpin guard --base origin/main")
+	}
+	out := c.String("output")
+	if out != "text" && out != "json" && out != "markdown" {
+		return usage("--output %q: want text, json or markdown", out)
+	}
+	if oci := c.String("oci"); oci != "" && !strings.HasPrefix(oci, "oci://") {
+		return usage("--oci %q: want oci://HOST/PATH", oci)
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	dirs := c.Args().Slice()
+	opts := []guard.Option{guard.WithDirs(dirs...), guard.WithLogger(logger(c)), guard.WithIndex(c.String("index"))}
+	cfg, err := checkConfig(c.String("config"))
+	if err != nil {
+		return err
+	}
+	if cfg != nil {
+		opts = append(opts, guard.WithConfig(cfg))
+	}
+	if oci := c.String("oci"); oci != "" {
+		r, err := newResolver(c)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, guard.WithOCI(oci, r))
+	}
+	repoDir := "."
+	if len(dirs) > 0 {
+		repoDir = dirs[0]
+	}
+	res, err := guard.Check(ctx, repoDir, base, opts...)
+	if err != nil {
+		return err
+	}
+	gh := ghactions.FromEnv(os.Getenv)
+	err = gh.Untrusted(c.App.Writer, func(w io.Writer) error {
+		switch out {
+		case "json":
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		case "markdown":
+			_, err := io.WriteString(w, guard.Markdown(res))
+			return err
+		}
+		return guard.WriteText(w, res)
+	})
+	if err != nil {
+		return err
+	}
+	if err := gh.Emit(c.App.Writer, guard.Actions(res)); err != nil {
+		return err
+	}
+	return res.Err()
+}
+
+// checkConfig loads --config, or ./chartpin.yaml when present; nil without one.
+func checkConfig(path string) (*config.File, error) {
+	if path == "" {
+		found, err := config.Find(".")
+		if err != nil || found == "" {
+			return nil, err
+		}
+		path = found
+	}
+	return config.Load(path)
+}

@@ -1,0 +1,423 @@
+// Package guard refuses chart changes without a version bump (lesson 11: a
+// template change shipped under an old version reached nobody). For every
+// chart whose packaged content differs between a base revision and the
+// working tree, Chart.yaml's version must have increased by semver, appVersion
+// must have moved in lockstep where the chart is configured so (lesson 13),
+// and, when a repository is named, the new version must not be published yet.
+// It reads git with go-git and never writes. Any error reading git or a file
+// fails the check; nothing is ever read as "unchanged" by default.
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/resolver"
+)
+
+// State says what happened to a chart between base and the working tree.
+type State string
+
+// Chart states.
+const (
+	Unchanged State = "unchanged"
+	Changed   State = "changed"
+	Added     State = "added"
+	Removed   State = "removed"
+)
+
+// Result is the outcome of one guard run.
+type Result struct {
+	// Base is the revision as given; BaseCommit the commit it named.
+	Base       string `json:"base"`
+	BaseCommit string `json:"baseCommit"`
+	// Head is the commit checked out; Uncommitted lists the charts whose
+	// working-tree content differs from it (those changes were compared too).
+	Head        string   `json:"head"`
+	Uncommitted []string `json:"uncommitted,omitempty"`
+	Charts      []Chart  `json:"charts"`
+}
+
+// Compared says in one line what was compared with what.
+func (r *Result) Compared() string {
+	s := fmt.Sprintf("compared %s (%s) with the working tree at HEAD %s", r.Base, short(r.BaseCommit), short(r.Head))
+	if len(r.Uncommitted) > 0 {
+		return s + ", uncommitted changes included (" + strings.Join(r.Uncommitted, ", ") + ")"
+	}
+	return s + ", no uncommitted changes in the charts checked"
+}
+
+// Findings returns every finding of every chart.
+func (r *Result) Findings() []Finding {
+	var out []Finding
+	for _, c := range r.Charts {
+		out = append(out, c.Findings...)
+	}
+	return out
+}
+
+// Err is nil without findings, else an error wrapping failure.ErrFindings.
+func (r *Result) Err() error {
+	f := r.Findings()
+	if len(f) == 0 {
+		return nil
+	}
+	var names []string
+	for _, c := range r.Charts {
+		if len(c.Findings) > 0 {
+			names = append(names, c.Dir)
+		}
+	}
+	return fmt.Errorf("guard: %w: %d in %s", failure.ErrFindings, len(f), strings.Join(names, ", "))
+}
+
+// Chart is the verdict on one chart.
+type Chart struct {
+	// Dir is the chart directory relative to the repository root ("." for the root).
+	Dir   string `json:"dir"`
+	Name  string `json:"name,omitempty"`
+	State State  `json:"state"`
+	// Files are the packaged files that differ, relative to Dir.
+	Files         []string  `json:"files,omitempty"`
+	OldVersion    string    `json:"oldVersion,omitempty"`
+	NewVersion    string    `json:"newVersion,omitempty"`
+	OldAppVersion string    `json:"oldAppVersion,omitempty"`
+	NewAppVersion string    `json:"newAppVersion,omitempty"`
+	Lockstep      bool      `json:"lockstep,omitempty"`
+	Findings      []Finding `json:"findings,omitempty"`
+}
+
+// Finding is one reason to refuse the change.
+type Finding struct {
+	// File is relative to the repository root; Line 1-based (0 when unknown).
+	File    string `json:"file"`
+	Line    int    `json:"line,omitempty"`
+	Chart   string `json:"chart"`
+	Message string `json:"message"`
+}
+
+// Option configures Check.
+type Option func(*options)
+
+type options struct {
+	dirs     []string
+	cfg      *config.File
+	index    string
+	oci      string
+	resolver resolver.Interface
+	client   *http.Client
+	timeout  time.Duration
+	logger   *slog.Logger
+}
+
+// WithDirs checks only these chart directories (relative to the working
+// directory or absolute) instead of walking the repository for Chart.yaml.
+func WithDirs(dirs ...string) Option { return func(o *options) { o.dirs = dirs } }
+
+// WithConfig takes the charts and their appVersion policy from chartpin.yaml.
+func WithConfig(f *config.File) Option { return func(o *options) { o.cfg = f } }
+
+// WithIndex refuses a version already in this index.yaml (http(s) URL or file).
+func WithIndex(urlOrFile string) Option { return func(o *options) { o.index = urlOrFile } }
+
+// WithOCI refuses a version already pushed under this oci://HOST/PATH; tags
+// are listed through r.
+func WithOCI(ref string, r resolver.Interface) Option {
+	return func(o *options) { o.oci, o.resolver = ref, r }
+}
+
+// WithHTTPClient is the client that fetches an index URL.
+func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.client = c } }
+
+// WithTimeout bounds each network step (default 30s).
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithLogger logs decisions (silent by default).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// Check compares every chart in the repository containing dir (or those
+// selected by options) between base and the working tree. Findings are in the
+// Result (see Result.Err); a returned error means the check could not run.
+func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, error) {
+	o := options{client: http.DefaultClient, timeout: 30 * time.Second, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if base == "" {
+		return nil, failure.Input(errors.New("guard: no base revision; pass --base REF, e.g. --base origin/main"))
+	}
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+	if err != nil {
+		return nil, failure.Input(fmt.Errorf("opening the git repository at %s: %w; run guard inside a checkout", dir, err))
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return nil, failure.Input(fmt.Errorf("opening the work tree at %s: %w; guard needs a non-bare checkout", dir, err))
+	}
+	g := &guard{o: o, base: base, repo: repo, root: wt.Filesystem.Root()}
+	res := &Result{Base: base}
+
+	baseHash, err := repo.ResolveRevision(plumbing.Revision(base))
+	if err != nil {
+		return nil, failure.Input(fmt.Errorf("resolving --base %s: %w; fetch it first (git fetch origin main, or actions/checkout with fetch-depth: 0)", base, err))
+	}
+	baseTree, err := g.commitTree(*baseHash, "--base "+base)
+	if err != nil {
+		return nil, err
+	}
+	res.BaseCommit = baseHash.String()
+	head, err := repo.Head()
+	if err != nil {
+		return nil, fmt.Errorf("reading HEAD: %w; guard needs at least one commit", err)
+	}
+	headTree, err := g.commitTree(head.Hash(), "HEAD")
+	if err != nil {
+		return nil, err
+	}
+	res.Head = head.Hash().String()
+
+	dirs, err := g.chartDirs(baseTree)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range dirs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		c, dirty, err := g.chart(ctx, d, baseTree, headTree)
+		if err != nil {
+			return nil, err
+		}
+		if dirty {
+			res.Uncommitted = append(res.Uncommitted, d)
+		}
+		res.Charts = append(res.Charts, c)
+	}
+	return res, nil
+}
+
+type guard struct {
+	o    options
+	base string
+	repo *git.Repository
+	root string
+}
+
+func (g *guard) commitTree(h plumbing.Hash, what string) (*object.Tree, error) {
+	c, err := g.repo.CommitObject(h)
+	if err != nil {
+		return nil, fmt.Errorf("reading commit %s (%s): %w; a shallow clone may lack it, fetch with more depth", short(h.String()), what, err)
+	}
+	t, err := c.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("reading the tree of %s (%s): %w", short(h.String()), what, err)
+	}
+	return t, nil
+}
+
+// chart compares one chart directory (repository-relative) and judges it.
+func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *object.Tree) (Chart, bool, error) {
+	c := Chart{Dir: dir}
+	before, err := g.treeFiles(baseTree, dir)
+	if err != nil {
+		return c, false, fmt.Errorf("reading %s at --base: %w", dir, err)
+	}
+	atHead, err := g.treeFiles(headTree, dir)
+	if err != nil {
+		return c, false, fmt.Errorf("reading %s at HEAD: %w", dir, err)
+	}
+	now, err := diskFiles(filepath.Join(g.root, filepath.FromSlash(dir)))
+	if err != nil {
+		return c, false, fmt.Errorf("reading %s in the working tree: %w", dir, err)
+	}
+	dirty := len(diff(atHead, now)) > 0
+	chartFile := path.Join(dir, "Chart.yaml")
+	switch {
+	case before == nil && now == nil:
+		return c, false, failure.Input(fmt.Errorf("%s: no Chart.yaml at --base or in the working tree; is it a chart directory?", dir))
+	case now == nil:
+		c.State = Removed
+		meta, err := g.treeMeta(baseTree, chartFile)
+		if err != nil {
+			return c, dirty, err
+		}
+		c.Name, c.OldVersion, c.OldAppVersion = meta.name, meta.version.value, meta.appVersion.value
+		return c, dirty, nil
+	}
+	meta, err := diskMeta(g.root, chartFile)
+	if err != nil {
+		return c, dirty, err
+	}
+	c.Name, c.NewVersion, c.NewAppVersion = meta.name, meta.version.value, meta.appVersion.value
+	add := func(line int, format string, args ...any) {
+		c.Findings = append(c.Findings, Finding{File: chartFile, Line: line, Chart: dir, Message: fmt.Sprintf(format, args...)})
+	}
+	newV, verr := parseVersion(meta.version.value)
+	if meta.version.value == "" {
+		add(1, "%s has no version; set one, e.g. version: 0.1.0", chartFile)
+	} else if verr != nil {
+		add(meta.version.line, "version %q is not a semantic version: %v; Helm requires one", meta.version.value, verr)
+	}
+	mode := g.appVersionMode(dir)
+
+	if before == nil {
+		c.State = Added
+		if mode == "lockstep" && !sameVersion(meta.appVersion.value, meta.version.value) {
+			add(meta.appVersion.lineOr(meta.version.line), "appVersion %q is not version %q, and %s is configured appVersion: lockstep; set both to the same value",
+				meta.appVersion.value, meta.version.value, dir)
+		}
+		c.Lockstep = mode == "lockstep"
+	} else {
+		c.Files = diff(before, now)
+		old, err := g.treeMeta(baseTree, chartFile)
+		if err != nil {
+			return c, dirty, err
+		}
+		c.OldVersion, c.OldAppVersion = old.version.value, old.appVersion.value
+		if len(c.Files) == 0 {
+			c.State = Unchanged
+			return c, dirty, nil
+		}
+		c.State = Changed
+		oldV, oerr := parseVersion(old.version.value)
+		switch {
+		case verr != nil || meta.version.value == "":
+			// already reported
+		case oerr != nil:
+			// Base had no usable version: any valid version is an increase.
+		case !newV.GreaterThan(oldV):
+			verb := "was not increased"
+			if newV.LessThan(oldV) {
+				verb = "went down"
+			}
+			add(meta.version.line, "%s changed (%s) but version %s %s (base %s has %s); bump it, e.g. chartpin bump %s patch",
+				dir, fileList(c.Files), meta.version.value, verb, g.base, old.version.value, dir)
+		}
+		lockstep := mode == "lockstep" || (mode == "auto" && old.version.value != "" && sameVersion(old.version.value, old.appVersion.value))
+		c.Lockstep = lockstep
+		if lockstep && !sameVersion(meta.appVersion.value, meta.version.value) {
+			why := "configured appVersion: lockstep"
+			if mode == "auto" {
+				why = fmt.Sprintf("version and appVersion were equal at base (%s), so appVersion: auto keeps them in lockstep", old.version.value)
+			}
+			add(meta.appVersion.lineOr(meta.version.line), "appVersion %q did not move with version %q (%s); set appVersion: %q or configure appVersion: keep in chartpin.yaml",
+				meta.appVersion.value, meta.version.value, why, meta.version.value)
+		}
+	}
+	if verr == nil && meta.version.value != "" {
+		published, where, err := g.published(ctx, meta.name, meta.version.value)
+		if err != nil {
+			return c, dirty, fmt.Errorf("%s: checking whether %s %s is published: %w", dir, meta.name, meta.version.value, err)
+		}
+		if published {
+			add(meta.version.line, "%s version %s is already published in %s; published versions are never overwritten, bump to a new version", meta.name, meta.version.value, where)
+		}
+	}
+	return c, dirty, nil
+}
+
+// appVersionMode is the configured appVersion policy of dir ("auto" by default).
+func (g *guard) appVersionMode(dir string) string {
+	if g.o.cfg != nil {
+		for _, c := range g.o.cfg.Charts {
+			if rel, err := g.rel(c.Dir); err == nil && rel == dir && c.AppVersion != "" {
+				return c.AppVersion
+			}
+		}
+	}
+	return "auto"
+}
+
+func fileList(files []string) string {
+	const show = 5
+	if len(files) <= show {
+		return strings.Join(files, ", ")
+	}
+	return strings.Join(files[:show], ", ") + fmt.Sprintf(" and %d more", len(files)-show)
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// chartDirs lists the charts to check, repository-relative and sorted.
+func (g *guard) chartDirs(baseTree *object.Tree) ([]string, error) {
+	var dirs []string
+	switch {
+	case len(g.o.dirs) > 0:
+		for _, d := range g.o.dirs {
+			rel, err := g.rel(d)
+			if err != nil {
+				return nil, err
+			}
+			dirs = append(dirs, rel)
+		}
+	case g.o.cfg != nil:
+		for _, c := range g.o.cfg.Charts {
+			rel, err := g.rel(c.Dir)
+			if err != nil {
+				return nil, err
+			}
+			dirs = append(dirs, rel)
+		}
+	default:
+		seen := map[string]bool{}
+		now, err := walkDisk(g.root)
+		if err != nil {
+			return nil, err
+		}
+		then, err := walkTree(g.repo, baseTree)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range append(now, then...) {
+			if !seen[d] {
+				seen[d] = true
+				dirs = append(dirs, d)
+			}
+		}
+		if len(dirs) == 0 {
+			return nil, failure.Input(fmt.Errorf("no Chart.yaml anywhere in %s, now or at base; name the chart directories", g.root))
+		}
+	}
+	sort.Strings(dirs)
+	return dirs, nil
+}
+
+// rel makes a chart directory repository-relative (slash-separated, "." for the root).
+func (g *guard) rel(d string) (string, error) {
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return "", failure.Input(fmt.Errorf("chart dir %s: %w", d, err))
+	}
+	root, err := filepath.EvalSymlinks(g.root)
+	if err != nil {
+		return "", fmt.Errorf("reading the repository root %s: %w", g.root, err)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	rel, err := filepath.Rel(root, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", failure.Input(fmt.Errorf("chart dir %s is outside the repository %s", d, g.root))
+	}
+	return filepath.ToSlash(rel), nil
+}
