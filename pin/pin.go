@@ -1,0 +1,357 @@
+// Package pin is the release-time job: resolve every image a chart declares
+// to its index digest, write the pins into the chart's default values.yaml
+// byte-exactly, deal with every other copy of an old digest, and bump
+// Chart.yaml version and appVersion in lockstep when anything moved.
+//
+// Plan computes everything and writes nothing; Result.Apply writes all files
+// of the run or none. Every refusal names file, line and image.
+package pin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/discover"
+	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/resolver"
+	"github.com/chartpin/chartpin/yamledit"
+)
+
+// Options says which charts to pin and how.
+type Options struct {
+	// ConfigPath is chartpin.yaml; "" means discovery in ChartDirs.
+	ConfigPath string
+	// ChartDirs selects charts (with a config: configured ones; every one when empty).
+	ChartDirs []string
+	// Resolver turns tags into digests (online, offline, recording).
+	Resolver resolver.Interface
+	// SetTags moves image tags first: image path (at) → tag.
+	SetTags map[string]string
+	// RewriteCopies rewrites other occurrences of an old digest in the chart;
+	// without it they are listed and the run fails.
+	RewriteCopies bool
+	// Bump is patch | minor | major | none ("" = the config's, else patch).
+	Bump string
+	// Version and AppVersion set explicit values (still lockstep-checked).
+	Version, AppVersion string
+	Logger              *slog.Logger
+}
+
+// Result is the change set of one run. The text, JSON, Markdown, diff and
+// commit-subject outputs are all views of it.
+type Result struct {
+	Charts []ChartResult `json:"charts"`
+	files  []FileChange
+}
+
+// ChartResult is what happened to one chart.
+type ChartResult struct {
+	Dir           string       `json:"dir"`
+	Name          string       `json:"name"`
+	OldVersion    string       `json:"oldVersion"`
+	NewVersion    string       `json:"newVersion"`
+	OldAppVersion string       `json:"oldAppVersion"`
+	NewAppVersion string       `json:"newAppVersion"`
+	Pins          []Change     `json:"pins"`
+	Copies        []CopyChange `json:"copies,omitempty"`
+	// Skipped are pins discovery found but cannot pin (image unknown); they
+	// are listed, never dropped silently.
+	Skipped []Skip `json:"skipped,omitempty"`
+}
+
+// Change is one pin, moved or not.
+type Change struct {
+	File      string   `json:"file"`
+	Line      int      `json:"line"`
+	Path      string   `json:"path"`
+	Image     string   `json:"image"`
+	Tag       string   `json:"tag"`
+	OldTag    string   `json:"oldTag,omitempty"`
+	OldDigest string   `json:"oldDigest"`
+	NewDigest string   `json:"newDigest"`
+	Platforms []string `json:"platforms,omitempty"`
+	Follows   string   `json:"follows,omitempty"`
+	// Changed is true when the pin's value (or its tag) is rewritten.
+	Changed bool `json:"changed"`
+}
+
+// CopyChange is another occurrence of an old digest in the chart directory.
+type CopyChange struct {
+	File string `json:"file"`
+	Line int    `json:"line"`
+	// Pin is the path of the pin whose old digest this is.
+	Pin string `json:"pin"`
+	Old string `json:"old"`
+	New string `json:"new"`
+}
+
+// Skip is a discovered pin whose image cannot be determined.
+type Skip struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Path    string `json:"path"`
+	At      string `json:"at"`
+	Problem string `json:"problem"`
+}
+
+// FileChange is one file of the run, before and after.
+type FileChange struct {
+	// Path is absolute.
+	Path   string
+	Before []byte
+	After  []byte
+}
+
+// Changed reports whether any file changes.
+func (r *Result) Changed() bool { return len(r.files) > 0 }
+
+// Files returns every file the run writes, in a stable order.
+func (r *Result) Files() []FileChange { return append([]FileChange(nil), r.files...) }
+
+// chart is one chart's work in progress.
+type chart struct {
+	dir    string
+	cfg    *config.Chart
+	values *yamledit.File
+	root   *yaml.Node
+	pins   []*state
+	skips  []Skip
+	res    ChartResult
+}
+
+// state is one pin's resolution.
+type state struct {
+	discover.Pin
+	oldTag    string // the tag before --set-tag
+	tagMoved  bool
+	useTag    string // tag whose digest is pinned (versions: the highest in range)
+	ref       string // repository:useTag
+	img       resolver.Image
+	newDigest string
+	newValue  string // the pin scalar's new text value
+	changed   bool
+}
+
+// Plan resolves every pin and computes every edit; it writes nothing.
+func Plan(ctx context.Context, opts Options) (*Result, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Resolver == nil {
+		return nil, errors.New("pin: no resolver")
+	}
+	if opts.Bump != "" && !validBump(opts.Bump) {
+		return nil, failure.Input(fmt.Errorf("--bump %q: want patch, minor, major or none", opts.Bump))
+	}
+	charts, err := load(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := setTags(charts, opts.SetTags); err != nil {
+		return nil, err
+	}
+	var refusals []error
+	for _, c := range charts {
+		refusals = append(refusals, c.problems()...)
+	}
+	if err := errors.Join(refusals...); err != nil {
+		return nil, err
+	}
+	if err := resolve(ctx, charts, opts.Resolver, log); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	for _, c := range charts {
+		files, err := c.edits(ctx, opts, log)
+		if err != nil {
+			return nil, err
+		}
+		res.Charts = append(res.Charts, c.res)
+		res.files = append(res.files, files...)
+	}
+	return res, nil
+}
+
+func validBump(b string) bool {
+	switch b {
+	case "patch", "minor", "major", "none":
+		return true
+	}
+	return false
+}
+
+// load reads the config (if any), selects charts, parses values and discovers pins.
+func load(opts Options) ([]*chart, error) {
+	var charts []*chart
+	if opts.ConfigPath != "" {
+		cf, err := config.Load(opts.ConfigPath)
+		if err != nil {
+			return nil, err
+		}
+		sel, err := cf.Select(opts.ChartDirs)
+		if err != nil {
+			return nil, err
+		}
+		for i := range sel {
+			charts = append(charts, &chart{dir: sel[i].Dir, cfg: &sel[i]})
+		}
+	} else {
+		if len(opts.ChartDirs) == 0 {
+			return nil, failure.Input(errors.New("no chart directory given and no chartpin.yaml; name a CHART_DIR"))
+		}
+		seen := map[string]bool{}
+		for _, d := range opts.ChartDirs {
+			abs, err := filepath.Abs(d)
+			if err != nil {
+				return nil, failure.Input(fmt.Errorf("chart dir %s: %w", d, err))
+			}
+			if !seen[abs] {
+				seen[abs] = true
+				charts = append(charts, &chart{dir: abs})
+			}
+		}
+	}
+	for _, c := range charts {
+		if err := c.load(); err != nil {
+			return nil, err
+		}
+	}
+	return charts, nil
+}
+
+func (c *chart) load() error {
+	if fi, err := os.Stat(c.dir); err != nil || !fi.IsDir() {
+		return failure.Input(fmt.Errorf("chart dir %s: not a directory; name a chart directory holding Chart.yaml and values.yaml", c.dir))
+	}
+	meta, err := readChart(c.dir)
+	if err != nil {
+		return err
+	}
+	c.res = ChartResult{Dir: c.dir, Name: meta.name, OldVersion: meta.version, NewVersion: meta.version,
+		OldAppVersion: meta.appVersion, NewAppVersion: meta.appVersion}
+	name := filepath.Join(c.dir, discover.ValuesFile)
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return failure.Input(fmt.Errorf("reading values: %w; pins live in the chart's default values.yaml", err))
+	}
+	c.values, err = yamledit.Parse(name, data)
+	if err != nil {
+		return err
+	}
+	c.root = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	if len(c.values.Docs) > 0 && len(c.values.Docs[0].Content) > 0 {
+		r := c.values.Docs[0].Content[0]
+		switch {
+		case r.Kind == yaml.MappingNode:
+			c.root = r
+		case r.Kind == yaml.ScalarNode && r.ShortTag() == "!!null":
+		default:
+			return failure.Input(fmt.Errorf("%s:%d: values must be a mapping at the top level", name, r.Line))
+		}
+	}
+	pins, err := discover.Find(name, c.root, c.cfg)
+	if err != nil {
+		return err
+	}
+	for _, p := range pins {
+		c.pins = append(c.pins, &state{Pin: p, oldTag: p.Tag})
+	}
+	return nil
+}
+
+var tagRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+// setTags moves tags for --set-tag PATH=TAG before anything resolves.
+func setTags(charts []*chart, tags map[string]string) error {
+	paths := make([]string, 0, len(tags))
+	for p := range tags {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, path := range paths {
+		tag := tags[path]
+		if !tagRe.MatchString(tag) {
+			return failure.Input(fmt.Errorf("--set-tag %s=%s: %q is not an image tag", path, tag, tag))
+		}
+		found := false
+		for _, c := range charts {
+			for _, s := range c.pins {
+				if s.At != path || s.Follows != "" {
+					continue
+				}
+				if s.TagNode == nil {
+					return failure.Input(fmt.Errorf("--set-tag %s=%s: %s has no tag key to move (%s)", path, tag, s.Where(), s.Problem))
+				}
+				found = true
+				s.Tag, s.tagMoved = tag, tag != s.oldTag
+				if s.Problem != "" && s.Repository != "" {
+					s.Problem = "" // the tag was the missing piece
+				}
+			}
+		}
+		if !found {
+			var known []string
+			for _, c := range charts {
+				for _, s := range c.pins {
+					if s.Follows == "" && s.TagNode != nil {
+						known = append(known, s.At)
+					}
+				}
+			}
+			return failure.Input(fmt.Errorf("--set-tag %s=%s: no image at %s (images with a tag: %s)", path, tag, path, strings.Join(uniq(known), ", ")))
+		}
+	}
+	return nil
+}
+
+func uniq(s []string) []string {
+	sort.Strings(s)
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// problems turns unresolvable pins into refusals or listed skips. With a
+// config every configured pin must be pinnable; in discovery a pin whose
+// image is unknown is listed, unless it holds a digest and its block moves
+// (leaving it would ship a stale digest beside a new one, as ingress-nginx's
+// digestChroot would). An empty pin stays "not pinned".
+func (c *chart) problems() []error {
+	var errs []error
+	moving := map[string]bool{}
+	for _, s := range c.pins {
+		if s.tagMoved {
+			moving[s.At] = true
+		}
+	}
+	for _, s := range c.pins {
+		if s.Problem == "" {
+			continue
+		}
+		switch {
+		case c.cfg != nil:
+			errs = append(errs, failure.Input(fmt.Errorf("%s: image %s: %s", s.Where(), s.At, s.Problem)))
+		case moving[s.At] && s.Digest != "":
+			errs = append(errs, fmt.Errorf("%s: image %s: its tag moves but this pin cannot follow: %s", s.Where(), s.At, s.Problem))
+		default:
+			c.skips = append(c.skips, Skip{File: s.File, Line: s.Line, Path: s.Path, At: s.At, Problem: s.Problem})
+		}
+	}
+	return errs
+}

@@ -1,0 +1,334 @@
+package pin
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Text is the human summary: per chart, each pin and what happened to it.
+func (r *Result) Text() string {
+	var b strings.Builder
+	for _, c := range r.Charts {
+		fmt.Fprintf(&b, "chart %s (%s)\n", c.Name, rel(c.Dir))
+		for _, p := range c.Pins {
+			state := "ok     "
+			if p.Changed {
+				state = "pinned "
+			}
+			from := ""
+			if p.Follows != "" {
+				from = " (follows " + p.Follows + ")"
+			}
+			fmt.Fprintf(&b, "  %s %s:%d %s %s %s -> %s%s\n", state, rel(p.File), p.Line, p.Path, p.Image, short(p.OldDigest), short(p.NewDigest), from)
+		}
+		for _, cp := range c.Copies {
+			fmt.Fprintf(&b, "  copy    %s:%d %s -> %s\n", rel(cp.File), cp.Line, cp.Old, cp.New)
+		}
+		for _, s := range c.Skipped {
+			fmt.Fprintf(&b, "  SKIPPED %s:%d %s: %s\n", rel(s.File), s.Line, s.Path, s.Problem)
+		}
+		if c.NewVersion != c.OldVersion || c.NewAppVersion != c.OldAppVersion {
+			fmt.Fprintf(&b, "  version %s -> %s, appVersion %s -> %s\n", c.OldVersion, c.NewVersion, c.OldAppVersion, c.NewAppVersion)
+		}
+	}
+	if !r.Changed() {
+		b.WriteString("nothing to do: every pin is current\n")
+	}
+	return b.String()
+}
+
+// Markdown is a table per chart: image, tag, old → new digest, platforms;
+// then the version change and the copies rewritten. For PR bodies.
+func (r *Result) Markdown() string {
+	var b strings.Builder
+	for _, c := range r.Charts {
+		fmt.Fprintf(&b, "### %s\n\n", c.Name)
+		var moved []Change
+		for _, p := range c.Pins {
+			if p.Changed {
+				moved = append(moved, p)
+			}
+		}
+		if len(moved) == 0 {
+			b.WriteString("No pin changed.\n\n")
+		} else {
+			b.WriteString("| image | tag | old → new digest | platforms |\n|---|---|---|---|\n")
+			for _, p := range moved {
+				tag := "`" + p.Tag + "`"
+				if p.OldTag != "" && p.OldTag != p.Tag {
+					tag = "`" + p.OldTag + "` → `" + p.Tag + "`"
+				}
+				fmt.Fprintf(&b, "| `%s` | %s | `%s` → `%s` | %s |\n", repoOf(p.Image), tag, short(p.OldDigest), short(p.NewDigest), strings.Join(p.Platforms, ", "))
+			}
+			b.WriteString("\n")
+		}
+		if c.NewVersion != c.OldVersion || c.NewAppVersion != c.OldAppVersion {
+			fmt.Fprintf(&b, "Chart version `%s` → `%s`, appVersion `%s` → `%s`.\n\n", c.OldVersion, c.NewVersion, c.OldAppVersion, c.NewAppVersion)
+		}
+		if len(c.Copies) > 0 {
+			b.WriteString("Copies of old digests rewritten:\n\n")
+			for _, cp := range c.Copies {
+				fmt.Fprintf(&b, "- `%s:%d`\n", relTo(c.Dir, cp.File), cp.Line)
+			}
+			b.WriteString("\n")
+		}
+		if len(c.Skipped) > 0 {
+			b.WriteString("Not pinned (image unknown):\n\n")
+			for _, s := range c.Skipped {
+				fmt.Fprintf(&b, "- `%s` (%s:%d): %s\n", s.Path, relTo(c.Dir, s.File), s.Line, s.Problem)
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// Subject is a one-line commit subject.
+func (r *Result) Subject() string {
+	var names []string
+	n := 0
+	for _, c := range r.Charts {
+		moved := 0
+		for _, p := range c.Pins {
+			if p.Changed {
+				moved++
+			}
+		}
+		if moved == 0 && c.NewVersion == c.OldVersion {
+			continue
+		}
+		n += moved
+		s := c.Name
+		if c.NewVersion != c.OldVersion {
+			s += " " + c.NewVersion
+		}
+		names = append(names, s)
+	}
+	if len(names) == 0 {
+		return "chartpin: nothing to pin"
+	}
+	img := "images"
+	if n == 1 {
+		img = "image"
+	}
+	return fmt.Sprintf("chart(%s): pin %d %s to index digests", strings.Join(names, ", "), n, img)
+}
+
+// MarshalJSON adds whether anything changed and which files.
+func (r *Result) MarshalJSON() ([]byte, error) {
+	var files []string
+	for _, f := range r.files {
+		files = append(files, f.Path)
+	}
+	charts := r.Charts
+	if charts == nil {
+		charts = []ChartResult{}
+	}
+	return json.Marshal(struct {
+		Changed bool          `json:"changed"`
+		Files   []string      `json:"files"`
+		Charts  []ChartResult `json:"charts"`
+	}{r.Changed(), files, charts})
+}
+
+// Diff is a unified diff of every file of the run (git apply -p1 compatible
+// from the working directory).
+func (r *Result) Diff() string {
+	var b strings.Builder
+	for _, f := range r.files {
+		name := filepath.ToSlash(rel(f.Path))
+		b.WriteString(unified("a/"+name, "b/"+name, f.Before, f.After))
+	}
+	return b.String()
+}
+
+func short(d string) string {
+	if d == "" {
+		return "(none)"
+	}
+	if len(d) > 19 {
+		return d[:19]
+	}
+	return d
+}
+
+func repoOf(ref string) string {
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[:i]
+	}
+	return ref
+}
+
+// rel shortens an absolute path relative to the working directory.
+func rel(p string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return p
+	}
+	return relTo(wd, p)
+}
+
+func relTo(base, p string) string {
+	r, err := filepath.Rel(base, p)
+	if err != nil || strings.HasPrefix(r, "..") {
+		return p
+	}
+	return r
+}
+
+// unified renders a unified diff with three lines of context. Pins are
+// one-line splices, so before and after mostly pair line by line; a block
+// of unequal length is shown as a replacement.
+func unified(aName, bName string, a, b []byte) string {
+	al, bl := lines(a), lines(b)
+	type op struct {
+		kind byte // ' ', '-', '+'
+		text string
+		ai   int
+		bi   int
+	}
+	pre := 0
+	for pre < len(al) && pre < len(bl) && al[pre] == bl[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(al)-pre && suf < len(bl)-pre && al[len(al)-1-suf] == bl[len(bl)-1-suf] {
+		suf++
+	}
+	var ops []op
+	for i := 0; i < pre; i++ {
+		ops = append(ops, op{' ', al[i], i, i})
+	}
+	am, bm := al[pre:len(al)-suf], bl[pre:len(bl)-suf]
+	if len(am) == len(bm) {
+		for i := range am {
+			if am[i] == bm[i] {
+				ops = append(ops, op{' ', am[i], pre + i, pre + i})
+				continue
+			}
+			ops = append(ops, op{'-', am[i], pre + i, pre + i}, op{'+', bm[i], pre + i, pre + i})
+		}
+	} else {
+		for i := range am {
+			ops = append(ops, op{'-', am[i], pre + i, pre})
+		}
+		for i := range bm {
+			ops = append(ops, op{'+', bm[i], pre + len(am), pre + i})
+		}
+	}
+	for i := 0; i < suf; i++ {
+		ops = append(ops, op{' ', al[len(al)-suf+i], len(al) - suf + i, len(bl) - suf + i})
+	}
+	// reorder each run of paired -/+ so all - lines precede the + lines
+	for i := 0; i < len(ops); {
+		if ops[i].kind == ' ' {
+			i++
+			continue
+		}
+		j := i
+		for j < len(ops) && ops[j].kind != ' ' {
+			j++
+		}
+		run := append([]op(nil), ops[i:j]...)
+		k := i
+		for _, o := range run {
+			if o.kind == '-' {
+				ops[k] = o
+				k++
+			}
+		}
+		for _, o := range run {
+			if o.kind == '+' {
+				ops[k] = o
+				k++
+			}
+		}
+		i = j
+	}
+	const ctx = 3
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "--- %s\n+++ %s\n", aName, bName)
+	for i := 0; i < len(ops); {
+		if ops[i].kind == ' ' {
+			i++
+			continue
+		}
+		start := max(i-ctx, 0)
+		end := i
+		for end < len(ops) {
+			if ops[end].kind != ' ' {
+				end++
+				continue
+			}
+			// stop when the next change is more than 2*ctx lines away
+			k := end
+			for k < len(ops) && ops[k].kind == ' ' {
+				k++
+			}
+			if k == len(ops) || k-end > 2*ctx {
+				end = min(end+ctx, len(ops))
+				break
+			}
+			end = k
+		}
+		aStart, bStart, aLen, bLen := -1, -1, 0, 0
+		for _, o := range ops[start:end] {
+			if o.kind != '+' {
+				if aStart < 0 {
+					aStart = o.ai
+				}
+				aLen++
+			}
+			if o.kind != '-' {
+				if bStart < 0 {
+					bStart = o.bi
+				}
+				bLen++
+			}
+		}
+		if aStart < 0 {
+			aStart = ops[start].ai - 1
+		}
+		if bStart < 0 {
+			bStart = ops[start].bi - 1
+		}
+		fmt.Fprintf(&out, "@@ -%s +%s @@\n", hunkRange(aStart, aLen), hunkRange(bStart, bLen))
+		for _, o := range ops[start:end] {
+			out.WriteByte(o.kind)
+			out.WriteString(o.text)
+			if !strings.HasSuffix(o.text, "\n") {
+				out.WriteString("\n\\ No newline at end of file\n")
+			}
+		}
+		i = end
+	}
+	return out.String()
+}
+
+func hunkRange(start, n int) string {
+	if n == 1 {
+		return fmt.Sprintf("%d", start+1)
+	}
+	if n == 0 {
+		return fmt.Sprintf("%d,0", start+1)
+	}
+	return fmt.Sprintf("%d,%d", start+1, n)
+}
+
+func lines(d []byte) []string {
+	var out []string
+	for len(d) > 0 {
+		i := bytes.IndexByte(d, '\n')
+		if i < 0 {
+			out = append(out, string(d))
+			break
+		}
+		out = append(out, string(d[:i+1]))
+		d = d[i+1:]
+	}
+	return out
+}
