@@ -42,6 +42,10 @@ type recordingKube struct {
 	mu        sync.Mutex
 	calls     []string
 	failWaits int
+	// hangFirstWait, when set, is closed as the first Wait starts, and that
+	// Wait then never returns: a rollout still in progress when the tick is
+	// interrupted.
+	hangFirstWait chan struct{}
 }
 
 func (k *recordingKube) record(call string) int {
@@ -63,7 +67,12 @@ func (k *recordingKube) Update(original, target kube.ResourceList, force bool) (
 }
 
 func (k *recordingKube) Wait(rs kube.ResourceList, d time.Duration) error {
-	if n := k.record("wait"); n <= k.failWaits {
+	n := k.record("wait")
+	if n == 1 && k.hangFirstWait != nil {
+		close(k.hangFirstWait)
+		select {}
+	}
+	if n <= k.failWaits {
 		return &waitError{}
 	}
 	return k.PrintingKubeClient.Wait(rs, d)

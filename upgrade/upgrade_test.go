@@ -346,6 +346,39 @@ func TestFailedUpgradeIsRolledBack(t *testing.T) {
 	}
 }
 
+// Lesson 22's cause: a tick interrupted mid-upgrade (SIGTERM cancels the
+// command's context) rolls the release back instead of leaving it pending.
+func TestInterruptedUpgradeIsRolledBackNotWedged(t *testing.T) {
+	cfg, kc := newConfig(t)
+	install(t, cfg, demoChart("1.0.0", oldPin, false), userValues())
+	kc.hangFirstWait = make(chan struct{})
+	srv := serveRepo(t, demoChart("1.1.0", newPin, true))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-kc.hangFirstWait
+		cancel()
+	}()
+
+	res, err := Run(ctx, cfg, options(t, srv.URL))
+	if !errors.Is(err, context.Canceled) || failure.Code(err) != 1 {
+		t.Fatalf("err = %v, want exit 1 wrapping context.Canceled", err)
+	}
+	if res.Decision != DecisionRolledBack {
+		t.Fatalf("result %+v", res)
+	}
+	got := history(t, cfg)
+	equalHistory(t, got, []revision{
+		{1, release.StatusSuperseded, "1.0.0"},
+		{2, release.StatusFailed, "1.1.0"},
+		{3, release.StatusDeployed, "1.0.0"},
+	})
+	for _, r := range got {
+		if r.Status.IsPending() {
+			t.Errorf("revision %d left %s", r.Version, r.Status)
+		}
+	}
+}
+
 // Lesson 23: an unreachable repository is exit 1 naming the URL.
 func TestUnreachableRepository(t *testing.T) {
 	cfg, _ := newConfig(t)
