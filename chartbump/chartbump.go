@@ -1,0 +1,322 @@
+// Package chartbump moves a chart's Chart.yaml `version` and `appVersion`,
+// byte-exactly through yamledit, keeping them in lockstep where the chart
+// does (lesson 13: lockstep is enforced by the tool, not by review) and
+// ordering versions by semver, never by `sort -V` (lesson 14).
+//
+// Bumping a prerelease finalises it: 1.2.3-rc.1 + patch is 1.2.3, 1.3.0-rc.1
+// + minor is 1.3.0 and 2.0.0-rc.1 + major is 2.0.0 (as npm's semver does);
+// otherwise the field is incremented and build metadata is dropped.
+package chartbump
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	"gopkg.in/yaml.v3"
+
+	"github.com/chartpin/chartpin/internal/atomicfile"
+	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/yamledit"
+)
+
+// Bump kinds for Options.Bump.
+const (
+	BumpNone  = "none"
+	BumpPatch = "patch"
+	BumpMinor = "minor"
+	BumpMajor = "major"
+)
+
+// appVersion policies for Options.AppVersionPolicy.
+const (
+	PolicyAuto     = "auto"     // lockstep when version == appVersion today, else keep
+	PolicyLockstep = "lockstep" // version and appVersion must be equal; refuse otherwise
+	PolicyKeep     = "keep"     // appVersion is not touched
+	PolicyFrom     = "from:"    // prefix: appVersion is set to the value after it
+)
+
+// Chart is a parsed Chart.yaml with the location of its version fields.
+type Chart struct {
+	Path       string // the Chart.yaml file
+	Name       string
+	Version    yamledit.Scalar
+	AppVersion *yamledit.Scalar // nil when the chart has no appVersion
+	file       *yamledit.File
+}
+
+// Options say what to change. Version and AppVersion, when set, win over
+// Bump and AppVersionPolicy (but a lockstep chart still gets equal values).
+type Options struct {
+	Bump             string // patch | minor | major | none ("" is none)
+	Version          string // explicit new version
+	AppVersion       string // explicit new appVersion
+	AppVersionPolicy string // auto | lockstep | keep | from:<value> ("" is auto)
+}
+
+// Change is the planned edit of one Chart.yaml.
+type Change struct {
+	Path                         string
+	OldVersion, NewVersion       string
+	OldAppVersion, NewAppVersion string // both "" when the chart has no appVersion
+	Before, After                []byte
+}
+
+// Changed reports whether the change alters the file.
+func (c Change) Changed() bool { return !bytes.Equal(c.Before, c.After) }
+
+// Read parses dir/Chart.yaml.
+func Read(dir string) (*Chart, error) {
+	path := filepath.Join(dir, "Chart.yaml")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, failure.Input(fmt.Errorf("reading chart %s: no Chart.yaml; pass a chart directory: %w", dir, err))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading chart %s: %w", dir, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses the bytes of a Chart.yaml named path.
+func Parse(path string, data []byte) (*Chart, error) {
+	f, err := yamledit.Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Docs) != 1 || len(f.Docs[0].Content) != 1 || f.Docs[0].Content[0].Kind != yaml.MappingNode {
+		return nil, failure.Input(fmt.Errorf("%s: a Chart.yaml is one YAML mapping; found %d documents", path, len(f.Docs)))
+	}
+	c := &Chart{Path: path, file: f}
+	// Only top-level keys: dependency `version:` keys are never read or touched.
+	if c.Version, err = f.Get("version"); err != nil {
+		return nil, fmt.Errorf("%s: chart version: %w", path, err)
+	}
+	if s, err := f.Get("appVersion"); err == nil {
+		c.AppVersion = &s
+	} else if !errors.Is(err, yamledit.ErrNotFound) {
+		return nil, fmt.Errorf("%s: chart appVersion: %w", path, err)
+	}
+	if s, err := f.Get("name"); err == nil {
+		c.Name = s.Value
+	}
+	return c, nil
+}
+
+// version is a parsed semver with the spelling of its `v` prefix.
+type version struct {
+	v      *semver.Version
+	prefix string
+}
+
+func (v version) String() string { return v.prefix + v.v.String() }
+
+func parseVersion(s string) (version, error) {
+	prefix := ""
+	if strings.HasPrefix(s, "v") {
+		prefix, s = "v", s[1:]
+	}
+	v, err := semver.StrictNewVersion(s)
+	if err != nil {
+		return version{}, err
+	}
+	return version{v: v, prefix: prefix}, nil
+}
+
+// field parses a located version field, naming file:line on error.
+func (c *Chart) field(name string, s yamledit.Scalar) (version, error) {
+	v, err := parseVersion(s.Value)
+	if err != nil {
+		return version{}, failure.Input(fmt.Errorf("%s:%d: %s %q is not a semantic version (X.Y.Z, optional v prefix): %w", c.Path, s.Line, name, s.Value, err))
+	}
+	return v, nil
+}
+
+func bump(v *semver.Version, kind string) (*semver.Version, error) {
+	pre := v.Prerelease() != ""
+	var s string
+	switch kind {
+	case BumpPatch:
+		if pre {
+			s = fmt.Sprintf("%d.%d.%d", v.Major(), v.Minor(), v.Patch())
+		} else {
+			s = fmt.Sprintf("%d.%d.%d", v.Major(), v.Minor(), v.Patch()+1)
+		}
+	case BumpMinor:
+		if pre && v.Patch() == 0 {
+			s = fmt.Sprintf("%d.%d.0", v.Major(), v.Minor())
+		} else {
+			s = fmt.Sprintf("%d.%d.0", v.Major(), v.Minor()+1)
+		}
+	case BumpMajor:
+		if pre && v.Patch() == 0 && v.Minor() == 0 {
+			s = fmt.Sprintf("%d.0.0", v.Major())
+		} else {
+			s = fmt.Sprintf("%d.0.0", v.Major()+1)
+		}
+	default:
+		return nil, failure.Input(fmt.Errorf("unknown bump %q; want patch, minor, major or none", kind))
+	}
+	return semver.StrictNewVersion(s)
+}
+
+// withPrefix spells v with the `v` prefix convention of like.
+func withPrefix(v version, like string) string {
+	if strings.HasPrefix(like, "v") {
+		return "v" + v.v.String()
+	}
+	return v.v.String()
+}
+
+// Plan computes the new version and appVersion and the edited bytes; it
+// writes nothing. Nothing changes unless a bump or an explicit value asks for
+// it; an explicit value equal to the current one is a no-op.
+func Plan(c *Chart, opts Options) (Change, error) {
+	ch := Change{Path: c.Path, OldVersion: c.Version.Value, NewVersion: c.Version.Value, Before: c.file.Data, After: c.file.Data}
+	if c.AppVersion != nil {
+		ch.OldAppVersion, ch.NewAppVersion = c.AppVersion.Value, c.AppVersion.Value
+	}
+	cur, err := c.field("version", c.Version)
+	if err != nil {
+		return ch, err
+	}
+
+	policy := opts.AppVersionPolicy
+	from := ""
+	switch {
+	case policy == "":
+		policy = PolicyAuto
+	case strings.HasPrefix(policy, PolicyFrom):
+		from = strings.TrimPrefix(policy, PolicyFrom)
+		policy = PolicyFrom
+		if from == "" {
+			return ch, failure.Input(fmt.Errorf("%s: appVersion policy %q has no value after from:", c.Path, opts.AppVersionPolicy))
+		}
+	case policy == PolicyAuto || policy == PolicyLockstep || policy == PolicyKeep:
+	default:
+		return ch, failure.Input(fmt.Errorf("%s: unknown appVersion policy %q; want auto, lockstep, keep or from:<value>", c.Path, policy))
+	}
+	if policy == PolicyAuto {
+		policy = PolicyKeep
+		if c.AppVersion != nil && strings.TrimPrefix(c.AppVersion.Value, "v") == strings.TrimPrefix(c.Version.Value, "v") {
+			policy = PolicyLockstep
+		}
+	}
+	if c.AppVersion == nil && (policy == PolicyLockstep || policy == PolicyFrom || opts.AppVersion != "") {
+		return ch, failure.Input(fmt.Errorf("%s: the chart has no appVersion to set (policy %s); add an appVersion line or use keep", c.Path, policy))
+	}
+
+	// The new version: explicit, bumped, or (lockstep) taken from an
+	// explicit appVersion.
+	next := cur
+	explicit := opts.Version
+	if explicit == "" && policy == PolicyLockstep && opts.AppVersion != "" {
+		explicit = opts.AppVersion
+	}
+	switch {
+	case explicit != "":
+		v, err := parseVersion(explicit)
+		if err != nil {
+			return ch, failure.Input(fmt.Errorf("%s: new version %q is not a semantic version (X.Y.Z, optional v prefix): %w", c.Path, explicit, err))
+		}
+		if v.v.LessThan(cur.v) {
+			return ch, failure.Input(fmt.Errorf("%s:%d: new version %s is lower than the current %s; chart versions only move forward", c.Path, c.Version.Line, explicit, c.Version.Value))
+		}
+		next = version{v: v.v, prefix: cur.prefix}
+		if v.v.Equal(cur.v) {
+			next = cur // same version: keep its spelling
+		}
+	case opts.Bump != "" && opts.Bump != BumpNone:
+		v, err := bump(cur.v, opts.Bump)
+		if err != nil {
+			return ch, fmt.Errorf("%s: %w", c.Path, err)
+		}
+		next = version{v: v, prefix: cur.prefix}
+	}
+	if !next.v.Equal(cur.v) || next.prefix != cur.prefix {
+		ch.NewVersion = next.String()
+	}
+
+	// The new appVersion.
+	if c.AppVersion != nil {
+		old := c.AppVersion.Value
+		switch {
+		case policy == PolicyLockstep:
+			if opts.AppVersion == "" && opts.Version == "" && strings.TrimPrefix(old, "v") != strings.TrimPrefix(c.Version.Value, "v") {
+				return ch, failure.Input(fmt.Errorf("%s:%d: lockstep chart has version %s but appVersion %s; say which wins with --version or --app-version", c.Path, c.AppVersion.Line, c.Version.Value, old))
+			}
+			if opts.AppVersion != "" {
+				av, err := parseVersion(opts.AppVersion)
+				if err != nil {
+					return ch, failure.Input(fmt.Errorf("%s: new appVersion %q of a lockstep chart is not a semantic version: %w", c.Path, opts.AppVersion, err))
+				}
+				if !av.v.Equal(next.v) {
+					return ch, failure.Input(fmt.Errorf("%s: lockstep chart: version %s and appVersion %s differ; give one of them, or the same value", c.Path, next, opts.AppVersion))
+				}
+			}
+			if _, err := c.field("appVersion", *c.AppVersion); err != nil && opts.AppVersion == "" && opts.Version == "" {
+				return ch, err
+			}
+			switch {
+			case opts.AppVersion != "":
+				ch.NewAppVersion = opts.AppVersion // spelled as given
+			case strings.TrimPrefix(old, "v") != next.v.String():
+				ch.NewAppVersion = withPrefix(next, old)
+			}
+		case opts.AppVersion != "":
+			if opts.AppVersion != old {
+				ch.NewAppVersion = opts.AppVersion
+			}
+		case policy == PolicyFrom:
+			v := strings.TrimPrefix(from, "v")
+			if v != strings.TrimPrefix(old, "v") {
+				if strings.HasPrefix(old, "v") {
+					v = "v" + v
+				}
+				ch.NewAppVersion = v
+			}
+		}
+	}
+	if ch.NewAppVersion != ch.OldAppVersion && ch.NewVersion == ch.OldVersion {
+		return ch, failure.Input(fmt.Errorf("%s:%d: appVersion moves from %s to %s but version stays %s; a changed chart needs a new version: pass a bump or --version", c.Path, c.AppVersion.Line, ch.OldAppVersion, ch.NewAppVersion, ch.OldVersion))
+	}
+
+	var edits []yamledit.Edit
+	if ch.NewVersion != ch.OldVersion {
+		edits = append(edits, yamledit.Edit{Node: c.Version.Node, Value: ch.NewVersion})
+	}
+	if ch.NewAppVersion != ch.OldAppVersion {
+		edits = append(edits, yamledit.Edit{Node: c.AppVersion.Node, Value: ch.NewAppVersion})
+	}
+	if len(edits) == 0 {
+		return ch, nil
+	}
+	after, err := c.file.Apply(edits...)
+	if err != nil {
+		return ch, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	ch.After = after
+	return ch, nil
+}
+
+// Write writes a planned change atomically, keeping the file mode. It
+// refuses if the file changed on disk since it was read; an unchanged plan
+// writes nothing.
+func Write(ch Change) error {
+	if !ch.Changed() {
+		return nil
+	}
+	now, err := os.ReadFile(ch.Path)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", ch.Path, err)
+	}
+	if !bytes.Equal(now, ch.Before) {
+		return fmt.Errorf("writing %s: the file changed since it was read; run again", ch.Path)
+	}
+	return atomicfile.WriteFile(ch.Path, ch.After, 0o644)
+}
