@@ -1,41 +1,91 @@
 package pin
 
 import (
-	"errors"
+	"bytes"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"strings"
 
-	"gopkg.in/yaml.v3"
-
-	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/chartbump"
 )
 
-type chartMeta struct{ name, version, appVersion string }
-
-// readChart reads Chart.yaml's name, version and appVersion.
-func readChart(dir string) (chartMeta, error) {
-	p := filepath.Join(dir, "Chart.yaml")
-	data, err := os.ReadFile(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return chartMeta{}, failure.Input(fmt.Errorf("%s: no Chart.yaml; is this a chart directory?", dir))
-		}
-		return chartMeta{}, err
+// bumpOptions are the chartbump options of a chart; from is the tag an
+// appVersion from:<image path> policy takes (ignored otherwise).
+func (c *chart) bumpOptions(opts Options, from string) chartbump.Options {
+	o := chartbump.Options{Bump: opts.Bump, Version: opts.Version, AppVersion: opts.AppVersion}
+	if o.Bump == "" && c.cfg != nil {
+		o.Bump = c.cfg.Bump
 	}
-	var m struct {
-		Name       string `yaml:"name"`
-		Version    string `yaml:"version"`
-		AppVersion string `yaml:"appVersion"`
+	if o.Bump == "" {
+		o.Bump = chartbump.BumpPatch
 	}
-	if err := yaml.Unmarshal(data, &m); err != nil {
-		return chartMeta{}, failure.Input(fmt.Errorf("%s: %w", p, err))
+	if c.cfg != nil {
+		o.AppVersionPolicy = c.cfg.AppVersion
 	}
-	return chartMeta{m.Name, m.Version, m.AppVersion}, nil
+	if strings.HasPrefix(o.AppVersionPolicy, chartbump.PolicyFrom) {
+		o.AppVersionPolicy = chartbump.PolicyFrom + from
+	}
+	return o
 }
 
-// bump is replaced by chartbump once it lands.
+// checkBump runs the bump on today's Chart.yaml before any registry request,
+// so a non-semver version or a lockstep mismatch fails fast with nothing written.
+func (c *chart) checkBump(opts Options) error {
+	o := c.bumpOptions(opts, "")
+	if strings.HasPrefix(o.AppVersionPolicy, chartbump.PolicyFrom) {
+		o.AppVersionPolicy = chartbump.PolicyKeep
+	}
+	_, err := chartbump.Plan(c.meta, o)
+	return err
+}
+
+// appVersionFrom is the tag of the image a from:<image path> policy names.
+func (c *chart) appVersionFrom() (string, error) {
+	if c.cfg == nil {
+		return "", nil
+	}
+	path, ok := strings.CutPrefix(c.cfg.AppVersion, chartbump.PolicyFrom)
+	if !ok {
+		return "", nil
+	}
+	for _, s := range c.pins {
+		if s.At == path && s.Follows == "" && s.useTag != "" {
+			return s.useTag, nil
+		}
+	}
+	return "", fmt.Errorf("%s: appVersion: from:%s: no resolved image with a tag at that path", c.cfg.Dir, path)
+}
+
+// bump moves version and appVersion in Chart.yaml because files changed.
+// Chart.yaml may already carry rewritten copies; the bump edits those bytes.
 func (c *chart) bump(opts Options, files []FileChange) ([]FileChange, error) {
-	return files, nil
+	from, err := c.appVersionFrom()
+	if err != nil {
+		return nil, err
+	}
+	idx := -1
+	current := c.chartData
+	for i, f := range files {
+		if f.Path == c.meta.Path {
+			idx, current = i, f.After
+		}
+	}
+	meta := c.meta
+	if idx >= 0 {
+		if meta, err = chartbump.Parse(c.meta.Path, current); err != nil {
+			return nil, err
+		}
+	}
+	ch, err := chartbump.Plan(meta, c.bumpOptions(opts, from))
+	if err != nil {
+		return nil, err
+	}
+	c.res.NewVersion, c.res.NewAppVersion = ch.NewVersion, ch.NewAppVersion
+	if bytes.Equal(ch.After, c.chartData) {
+		return files, nil
+	}
+	if idx >= 0 {
+		files[idx].After = ch.After
+		return files, nil
+	}
+	return append(files, FileChange{Path: c.meta.Path, Before: c.chartData, After: ch.After}), nil
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/chartpin/chartpin/chartbump"
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/internal/failure"
@@ -121,13 +123,15 @@ func (r *Result) Files() []FileChange { return append([]FileChange(nil), r.files
 
 // chart is one chart's work in progress.
 type chart struct {
-	dir    string
-	cfg    *config.Chart
-	values *yamledit.File
-	root   *yaml.Node
-	pins   []*state
-	skips  []Skip
-	res    ChartResult
+	dir       string
+	meta      *chartbump.Chart
+	chartData []byte // Chart.yaml as read
+	cfg       *config.Chart
+	values    *yamledit.File
+	root      *yaml.Node
+	pins      []*state
+	skips     []Skip
+	res       ChartResult
 }
 
 // state is one pin's resolution.
@@ -227,6 +231,9 @@ func load(opts Options) ([]*chart, error) {
 		if err := c.load(); err != nil {
 			return nil, err
 		}
+		if err := c.checkBump(opts); err != nil {
+			return nil, err
+		}
 	}
 	return charts, nil
 }
@@ -235,14 +242,25 @@ func (c *chart) load() error {
 	if fi, err := os.Stat(c.dir); err != nil || !fi.IsDir() {
 		return failure.Input(fmt.Errorf("chart dir %s: not a directory; name a chart directory holding Chart.yaml and values.yaml", c.dir))
 	}
-	meta, err := readChart(c.dir)
+	chartPath := filepath.Join(c.dir, "Chart.yaml")
+	data, err := os.ReadFile(chartPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return failure.Input(fmt.Errorf("reading chart %s: no Chart.yaml; pass a chart directory: %w", c.dir, err))
+	}
+	if err != nil {
+		return fmt.Errorf("reading chart %s: %w", c.dir, err)
+	}
+	meta, err := chartbump.Parse(chartPath, data)
 	if err != nil {
 		return err
 	}
-	c.res = ChartResult{Dir: c.dir, Name: meta.name, OldVersion: meta.version, NewVersion: meta.version,
-		OldAppVersion: meta.appVersion, NewAppVersion: meta.appVersion}
+	c.meta, c.chartData = meta, data
+	c.res = ChartResult{Dir: c.dir, Name: meta.Name, OldVersion: meta.Version.Value, NewVersion: meta.Version.Value}
+	if meta.AppVersion != nil {
+		c.res.OldAppVersion, c.res.NewAppVersion = meta.AppVersion.Value, meta.AppVersion.Value
+	}
 	name := filepath.Join(c.dir, discover.ValuesFile)
-	data, err := os.ReadFile(name)
+	data, err = os.ReadFile(name)
 	if err != nil {
 		return failure.Input(fmt.Errorf("reading values: %w; pins live in the chart's default values.yaml", err))
 	}

@@ -114,7 +114,7 @@ egressProxy:
 
 const seedConfig = `charts:
   - dir: .
-    appVersion: keep
+    appVersion: lockstep
     images:
       - at: images.ingestor
         tagFrom: channelTags.prod
@@ -226,6 +226,12 @@ func TestSeedChart(t *testing.T) {
 		t.Errorf("bare-hex copy in helpers not rewritten:\n%s", helpers)
 	}
 	chart := read(t, filepath.Join(s.dir, "Chart.yaml"))
+	if !strings.HasPrefix(chart, "apiVersion: v2\nname: edge\nversion: 1.9.39\nappVersion: \"1.9.39\"\n") {
+		t.Errorf("Chart.yaml not bumped in lockstep:\n%s", chart)
+	}
+	if c := res.Charts[0]; c.OldVersion != "1.9.38" || c.NewVersion != "1.9.39" || c.NewAppVersion != "1.9.39" {
+		t.Errorf("result versions %+v", c)
+	}
 	if !strings.Contains(chart, "image: "+s.reg.Host+"/example/ingestor:0.8.4@"+s.ingestor084+"\n") {
 		t.Errorf("Artifact Hub annotation not rewritten to the new full reference:\n%s", chart)
 	}
