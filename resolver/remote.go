@@ -298,10 +298,16 @@ func classify(ref string, err error) error {
 				return fmt.Errorf("%s: %w: check the repository and tag exist (registry said: %v)", ref, ErrNotFound, te)
 			}
 		}
+		if te.StatusCode >= 500 || te.StatusCode == http.StatusRequestTimeout {
+			return fmt.Errorf("resolving %s: the registry kept failing, retries exhausted; try again later: %w", ref, err)
+		}
 	}
 	if s := err.Error(); strings.Contains(s, "server gave HTTP response to HTTPS client") || strings.Contains(s, "does not look like a TLS handshake") {
 		host := hostOf(ref)
 		return fmt.Errorf("resolving %s: %s speaks plain HTTP: pass --insecure-registry %s if that is intended: %w", ref, host, host, err)
+	}
+	if retryableError(err) {
+		return fmt.Errorf("resolving %s: %w; check that %s is reachable, or try again later", ref, err, hostOf(ref))
 	}
 	return fmt.Errorf("resolving %s: %w", ref, err)
 }

@@ -1,0 +1,87 @@
+package registrytest
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// stopTB records how a helper ended the test instead of ending it.
+type stopTB struct {
+	testing.TB
+	how, msg string
+}
+
+func (s *stopTB) Helper() {}
+func (s *stopTB) Fatal(args ...any) {
+	s.how, s.msg = "fatal", fmt.Sprint(args...)
+	runtime.Goexit()
+}
+func (s *stopTB) Skip(args ...any) {
+	s.how, s.msg = "skip", fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+func runTB(t *testing.T, fn func(testing.TB)) *stopTB {
+	tb := &stopTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(tb)
+	}()
+	<-done
+	return tb
+}
+
+func TestRequireBinarySkipsLoudlyOrFailsInCI(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("CHARTPIN_REQUIRE_INTEGRATION", "")
+	tb := runTB(t, func(tb testing.TB) { RequireBinary(tb, "docker-registry", "docker-registry") })
+	if tb.how != "skip" || !strings.Contains(tb.msg, "INTEGRATION TEST NOT RUN") || !strings.Contains(tb.msg, "apt-get install -y docker-registry") {
+		t.Errorf("without the binary: %s %q, want a loud skip", tb.how, tb.msg)
+	}
+	t.Setenv("CHARTPIN_REQUIRE_INTEGRATION", "1")
+	tb = runTB(t, func(tb testing.TB) { StartDistribution(tb, DistributionOptions{}) })
+	if tb.how != "fatal" || !strings.Contains(tb.msg, "CHARTPIN_REQUIRE_INTEGRATION=1") {
+		t.Errorf("in CI without the binary: %s %q, want a failure", tb.how, tb.msg)
+	}
+}
+
+func TestDistributionWithAuthRefusesAnonymous(t *testing.T) {
+	d := StartDistribution(t, DistributionOptions{Htpasswd: map[string]string{"u": "p"}})
+	d.PushImage(t, "x", "1") // with the user's credentials
+	resp, err := http.Get("http://" + d.Host + "/v2/x/tags/list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("anonymous tag list: %s, want 401", resp.Status)
+	}
+}
+
+func TestProxyCountsAndInjects(t *testing.T) {
+	reg := New(t)
+	p := NewProxy(t, reg.Host)
+	p.Inject(func(n int, _ *http.Request) Fault {
+		if n == 2 {
+			return Fault{Status: http.StatusTeapot}
+		}
+		return Fault{}
+	})
+	for _, want := range []int{http.StatusOK, http.StatusTeapot, http.StatusOK} {
+		resp, err := http.Get("http://" + p.Host + "/v2/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("status %d, want %d", resp.StatusCode, want)
+		}
+	}
+	if p.Count("GET") != 3 || reg.Count("GET") != 2 {
+		t.Errorf("proxy saw %d, registry %d; want 3 and 2", p.Count("GET"), reg.Count("GET"))
+	}
+}
