@@ -1,0 +1,213 @@
+// Package publish packages a chart with the Helm SDK and ships it to a Helm
+// repository index (a directory or a git branch such as gh-pages) and/or an
+// OCI registry. It never overwrites a published version (lesson 11): the same
+// version with identical bytes is a no-op, different bytes are refused.
+// Prereleases never enter the stable index, and every index write is re-read
+// and checked (lesson 12).
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+
+	"github.com/chartpin/chartpin/gitops"
+	"github.com/chartpin/chartpin/internal/failure"
+)
+
+// ErrPublished: the version is already published with different bytes.
+var ErrPublished = errors.New("version already published with different bytes")
+
+// ImagesAnnotation is the chart annotation listing the images the chart runs.
+const ImagesAnnotation = "chartpin.io/images"
+
+// Options says what to publish where.
+type Options struct {
+	// Version and AppVersion, when set, must equal Chart.yaml's.
+	Version, AppVersion string
+
+	// IndexDir is a Helm repository directory (index.yaml and tarballs).
+	IndexDir string
+	// PagesBranch is a branch of Repo's remote holding the repository
+	// (index.yaml at its root); exclusive with IndexDir.
+	PagesBranch string
+	// Repo pushes PagesBranch (gitops.Open on the chart's checkout).
+	Repo *gitops.Repo
+	// PrereleaseIndex is where prereleases go: a directory, or a path inside
+	// PagesBranch. Without it a prerelease is refused for index targets.
+	PrereleaseIndex string
+	// BaseURL prefixes tarball URLs in the index (empty: relative URLs).
+	BaseURL string
+
+	// OCI is an oci://host/path target; the chart lands at path/NAME:VERSION.
+	OCI string
+	// PlainHTTP lists registry hosts spoken to over plain HTTP (loopback tests).
+	PlainHTTP []string
+	// RegistryConfig is a docker-style config.json with registry credentials
+	// (default: Helm's registry config, then DOCKER_CONFIG).
+	RegistryConfig string
+
+	// SignKey signs the package (a .prov file) with this key from Keyring.
+	SignKey, Keyring string
+	// Passphrase unlocks SignKey when it is encrypted.
+	Passphrase func() ([]byte, error)
+
+	// Now is the clock for index timestamps (default time.Now).
+	Now func() time.Time
+	// ModTime is stamped on every file in the tarball so the same chart
+	// always packages to the same bytes (default: the Unix epoch).
+	ModTime time.Time
+	// Timeout bounds each network step (default 2m).
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Action says what happened at one target.
+type Action string
+
+// Actions a target reports.
+const (
+	Added     Action = "added"
+	Pushed    Action = "pushed"
+	Unchanged Action = "already published, identical bytes"
+)
+
+// Result describes a publish.
+type Result struct {
+	Name, Version, AppVersion string
+	Prerelease                bool
+	// Filename of the tarball and its sha256 (hex), as the index records it.
+	Filename, Digest string
+	// Package is the tarball; Provenance the .prov file when signed.
+	Package, Provenance []byte
+	// Images is the chartpin.io/images annotation value.
+	Images string
+
+	Index *IndexResult
+	OCI   *OCIResult
+}
+
+// IndexResult is what happened to the Helm repository index.
+type IndexResult struct {
+	// Location is the directory, or branch:path for a git branch.
+	Location string
+	Action   Action
+	// Entries is the number of chart versions in the index after the write.
+	Entries int
+	// Unverified counts entries whose tarball lives elsewhere (not checked).
+	Unverified int
+	// Commit is the gh-pages commit, when one was pushed.
+	Commit string
+}
+
+// OCIResult is what happened at the OCI registry.
+type OCIResult struct {
+	Ref    string
+	Action Action
+	// ManifestDigest of the pushed (or found) manifest.
+	ManifestDigest string
+}
+
+// Publish packages chartDir and ships it to every target in opts.
+func Publish(ctx context.Context, chartDir string, opts Options) (*Result, error) {
+	if err := defaults(&opts); err != nil {
+		return nil, err
+	}
+	ch, err := loader.LoadDir(chartDir)
+	if err != nil {
+		return nil, failure.Input(fmt.Errorf("loading chart %s: %w; check Chart.yaml and templates", chartDir, err))
+	}
+	md := ch.Metadata
+	if opts.Version != "" && opts.Version != md.Version {
+		return nil, failure.Input(fmt.Errorf("--version %s disagrees with %s/Chart.yaml version %s; bump the chart (chartpin bump) or drop --version: a tarball must match its source",
+			opts.Version, chartDir, md.Version))
+	}
+	if opts.AppVersion != "" && opts.AppVersion != md.AppVersion {
+		return nil, failure.Input(fmt.Errorf("--app-version %s disagrees with %s/Chart.yaml appVersion %s; bump the chart (chartpin bump) or drop --app-version",
+			opts.AppVersion, chartDir, md.AppVersion))
+	}
+	v, err := semver.StrictNewVersion(md.Version)
+	if err != nil {
+		return nil, failure.Input(fmt.Errorf("%s/Chart.yaml version %q is not a semantic version: %w", chartDir, md.Version, err))
+	}
+	res := &Result{Name: md.Name, Version: md.Version, AppVersion: md.AppVersion, Prerelease: v.Prerelease() != ""}
+	indexed := opts.IndexDir != "" || opts.PagesBranch != ""
+	if res.Prerelease && indexed && opts.PrereleaseIndex == "" {
+		return nil, failure.Input(fmt.Errorf("%s %s is a prerelease and never enters the stable index (lesson 12); pass --prerelease-index DIR for it",
+			md.Name, md.Version))
+	}
+
+	images, err := renderImages(ch)
+	if err != nil {
+		opts.Logger.Warn("images annotation skipped: the chart does not render with its defaults", "chart", md.Name, "err", err)
+	} else {
+		setAnnotation(ch, ImagesAnnotation, images)
+		res.Images = images
+	}
+	pkg, err := packageChart(ch, opts.ModTime)
+	if err != nil {
+		return nil, fmt.Errorf("packaging %s: %w", chartDir, err)
+	}
+	res.Package, res.Filename, res.Digest = pkg, fmt.Sprintf("%s-%s.tgz", md.Name, md.Version), sha256hex(pkg)
+	if opts.SignKey != "" {
+		if res.Provenance, err = sign(pkg, res.Filename, opts); err != nil {
+			return nil, err
+		}
+	}
+	opts.Logger.Debug("packaged", "chart", md.Name, "version", md.Version, "digest", res.Digest, "bytes", len(pkg))
+
+	if indexed {
+		if res.Index, err = publishIndex(ctx, ch.Metadata, res, opts); err != nil {
+			return res, err
+		}
+	}
+	if opts.OCI != "" {
+		if res.OCI, err = publishOCI(ctx, res, opts); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func defaults(o *Options) error {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.ModTime.IsZero() {
+		o.ModTime = time.Unix(0, 0).UTC()
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	switch {
+	case o.IndexDir == "" && o.PagesBranch == "" && o.OCI == "":
+		return failure.Input(errors.New("nothing to publish to: pass --index-dir DIR, --pages-branch BRANCH and/or --oci oci://HOST/PATH"))
+	case o.IndexDir != "" && o.PagesBranch != "":
+		return failure.Input(errors.New("--index-dir and --pages-branch are exclusive: the index lives in one place"))
+	case o.PagesBranch != "" && o.Repo == nil:
+		return failure.Input(errors.New("--pages-branch needs a git checkout to push from"))
+	case o.OCI != "" && !strings.HasPrefix(o.OCI, "oci://"):
+		return failure.Input(fmt.Errorf("--oci %q: want oci://HOST/PATH", o.OCI))
+	case o.BaseURL != "" && !strings.HasPrefix(o.BaseURL, "https://") && !strings.HasPrefix(o.BaseURL, "http://"):
+		return failure.Input(fmt.Errorf("--base-url %q: want an http(s) URL", o.BaseURL))
+	}
+	return nil
+}
+
+func setAnnotation(ch *chart.Chart, key, value string) {
+	if ch.Metadata.Annotations == nil {
+		ch.Metadata.Annotations = map[string]string{}
+	}
+	ch.Metadata.Annotations[key] = value
+}
