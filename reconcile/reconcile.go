@@ -1,0 +1,410 @@
+// Package reconcile is one in-cluster digest-on-update tick: it resolves each
+// target's floating tag through the resolver, compares the digest with what
+// each workload actually runs (spec image and ready pods' imageID), and
+// re-images by digest only when something older runs. It never compares with
+// a recorded annotation (lesson 15), and every read error, stuck rollout,
+// skip streak or lockout fails the tick (lessons 16-17).
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/chartpin/chartpin/resolver"
+)
+
+// Annotations the reconcile keeps on each workload it manages.
+const (
+	// AttemptsAnnotation counts re-images without a completed rollout; at
+	// --max-attempts the workload is locked out. Remove it to re-arm.
+	AttemptsAnnotation = "chartpin.dev/reconcile-attempts"
+	// SkipsAnnotation counts consecutive ticks the workload was not settled.
+	SkipsAnnotation = "chartpin.dev/reconcile-skips"
+	// RestartAnnotation (pod template) forces a rollout when the spec already
+	// names the newest digest but pods still run another one.
+	RestartAnnotation = "chartpin.dev/restarted-at"
+)
+
+// Action is what a tick did about one target.
+type Action string
+
+// Actions.
+const (
+	ActionNone    Action = "none"    // runs the newest digest
+	ActionReimage Action = "reimage" // patched to registry/repository@digest
+	ActionSkip    Action = "skip"    // mid-rollout or not Ready: looked at next tick
+	ActionLockout Action = "lockout" // --max-attempts reached: re-arm by hand
+)
+
+// Decision is the outcome for one target (one container of one workload).
+type Decision struct {
+	Target    string `json:"target"`
+	Workload  string `json:"workload"`
+	Container string `json:"container"`
+	// Spec is the container image in the workload spec before the tick.
+	Spec string `json:"spec"`
+	// Running lists the digests seen: the spec's (if pinned) and each ready
+	// pod's imageID, deduplicated.
+	Running []string `json:"running"`
+	// Latest is the digest the tag names now.
+	Latest string `json:"latest"`
+	// Image is what the container should run: registry/repository@digest.
+	Image  string `json:"image"`
+	Action Action `json:"action"`
+	Reason string `json:"reason"`
+	// DryRun marks a decision that was not carried out.
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// Result is everything one tick decided and did.
+type Result struct {
+	Decisions []Decision `json:"decisions"`
+	// Patched lists the workloads re-imaged (one patch each).
+	Patched []string `json:"patched,omitempty"`
+	// RolledOut lists the re-imaged workloads whose rollout completed.
+	RolledOut []string `json:"rolledOut,omitempty"`
+}
+
+// Reconciler runs ticks against one cluster and one resolver.
+type Reconciler struct {
+	client kubernetes.Interface
+	res    resolver.Interface
+	o      options
+}
+
+// New returns a Reconciler; client and res are required.
+func New(client kubernetes.Interface, res resolver.Interface, opts ...Option) (*Reconciler, error) {
+	if client == nil || res == nil {
+		return nil, errors.New("reconcile: a Kubernetes client and a resolver are both required")
+	}
+	o, err := makeOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Reconciler{client: client, res: res, o: o}, nil
+}
+
+// plan is what one workload needs this tick.
+type plan struct {
+	w        *workload
+	targets  []*Target
+	dec      []Decision
+	action   Action
+	attempts int
+	skips    int
+	restart  bool
+}
+
+// Tick runs one reconcile over f. Reads all happen before any write: a
+// resolve or read error returns with nothing changed.
+func (r *Reconciler) Tick(ctx context.Context, f *File) (*Result, error) {
+	images, err := r.resolve(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	plans, err := r.read(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]resolver.Image{}
+	for _, t := range f.Targets {
+		if t.Follows == "" {
+			byID[t.ID] = images[t.Image]
+		}
+	}
+	for _, t := range f.Targets {
+		if t.Follows != "" {
+			byID[t.ID] = byID[t.Follows] // same digest, no second request
+		}
+	}
+	res := &Result{}
+	for _, p := range plans {
+		r.decide(p, byID)
+		res.Decisions = append(res.Decisions, p.dec...)
+	}
+	for _, d := range res.Decisions {
+		r.o.logger.Info("decision", "target", d.Target, "workload", d.Workload, "container", d.Container,
+			"running", strings.Join(d.Running, ","), "latest", d.Latest, "action", string(d.Action), "reason", d.Reason, "dryRun", r.o.dryRun)
+	}
+	if r.o.dryRun {
+		for i := range res.Decisions {
+			res.Decisions[i].DryRun = true
+		}
+		return res, r.dryRunErrors(plans)
+	}
+	return res, r.act(ctx, plans, res)
+}
+
+// resolve asks the registry (or mirror) once per unique image.
+func (r *Reconciler) resolve(ctx context.Context, f *File) (map[string]resolver.Image, error) {
+	var refs []string
+	for _, t := range f.Targets {
+		if t.Follows == "" {
+			refs = append(refs, t.Image)
+		}
+	}
+	images, err := resolver.ResolveAll(ctx, r.res, refs)
+	if err != nil {
+		where := "the registry"
+		if f.Mirror != "" {
+			where = "the mirror " + f.Mirror
+		}
+		return nil, fmt.Errorf("%s: resolving targets: %w; nothing was changed: check that %s serves these tags, then re-run", f.Path, err, where)
+	}
+	return images, nil
+}
+
+// read gets every workload and its pods; any error fails the tick.
+func (r *Reconciler) read(ctx context.Context, f *File) ([]*plan, error) {
+	byKey := map[workloadKey]*plan{}
+	var plans []*plan
+	for i := range f.Targets {
+		t := &f.Targets[i]
+		p := byKey[t.key()]
+		if p == nil {
+			p = &plan{}
+			byKey[t.key()] = p
+			plans = append(plans, p)
+		}
+		p.targets = append(p.targets, t)
+	}
+	var errs []error
+	for _, p := range plans {
+		t := p.targets[0]
+		k := t.key()
+		rctx, cancel := context.WithTimeout(ctx, r.o.requestTimeout)
+		w, err := getWorkload(rctx, r.client, k)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: reading %s: %w; nothing was changed: check the workload exists and the reconcile Role grants get on it", f.Path, t.Line, k, err))
+			continue
+		}
+		p.w = w
+		for _, t := range p.targets {
+			if c, _ := w.container(t.Container); c == nil {
+				errs = append(errs, fmt.Errorf("%s:%d: target %q: %s has no container %q; nothing was changed: fix the chart's targets or the workload", f.Path, t.Line, t.ID, k, t.Container))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, p := range plans {
+		if err := r.readPods(ctx, f, p); err != nil {
+			return nil, err
+		}
+	}
+	return plans, nil
+}
+
+// running[container] are the digests of the workload's ready pods.
+func (r *Reconciler) readPods(ctx context.Context, f *File, p *plan) error {
+	w := p.w
+	t := p.targets[0]
+	if w.selector == nil {
+		return fmt.Errorf("%s:%d: %s has no selector; nothing was changed", f.Path, t.Line, w.key)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(w.selector)
+	if err != nil {
+		return fmt.Errorf("%s:%d: %s selector: %w; nothing was changed", f.Path, t.Line, w.key, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.o.requestTimeout)
+	defer cancel()
+	pods, err := r.client.CoreV1().Pods(w.key.namespace).List(rctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return fmt.Errorf("%s:%d: listing pods of %s: %w; nothing was changed: check the reconcile Role grants list on pods", f.Path, t.Line, w.key, err)
+	}
+	p.dec = make([]Decision, len(p.targets))
+	for i, t := range p.targets {
+		c, _ := w.container(t.Container)
+		p.dec[i] = Decision{Target: t.ID, Workload: w.key.String(), Container: t.Container, Spec: c.Image}
+	}
+	podDigests := make([][]string, len(p.targets))
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp != nil || !podReady(&pod) {
+			continue
+		}
+		for i, t := range p.targets {
+			podDigests[i] = append(podDigests[i], imageIDDigest(pod.Status, t.Container))
+		}
+	}
+	for i := range p.dec {
+		p.dec[i].Running = podDigests[i] // deduplicated in decide
+	}
+	return nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// imageIDDigest is the repo digest a container runs ("" when the runtime
+// reports no repo digest, e.g. an image loaded by hand).
+func imageIDDigest(s corev1.PodStatus, container string) string {
+	for _, list := range [][]corev1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses} {
+		for _, c := range list {
+			if c.Name != container {
+				continue
+			}
+			if _, d, ok := strings.Cut(c.ImageID, "@"); ok && strings.HasPrefix(d, "sha256:") {
+				return d
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// decide fills p.dec and p.action from the spec, the pods and the digests.
+func (r *Reconciler) decide(p *plan, byID map[string]resolver.Image) {
+	w := p.w
+	need := false
+	for i, t := range p.targets {
+		img := byID[t.ID]
+		repo := repository(img.Ref)
+		d := &p.dec[i]
+		pods := d.Running
+		d.Latest = img.Digest
+		d.Image = repo + "@" + img.Digest
+		d.Running = runningDigests(d.Spec, pods)
+		ok, reason := compare(d.Spec, pods, repo, img.Digest)
+		d.Reason = reason
+		if !ok {
+			need = true
+			if d.Spec == d.Image {
+				p.restart = true
+			}
+		}
+	}
+	p.attempts = atoi(w.annotations[AttemptsAnnotation])
+	p.skips = atoi(w.annotations[SkipsAnnotation])
+	prefix := ""
+	switch {
+	case w.settled != "" || w.failed != "":
+		p.action = ActionSkip
+		why := w.settled
+		if w.failed != "" {
+			why = w.failed
+		}
+		prefix = "not settled: " + why + "; "
+	case !need:
+		p.action = ActionNone
+	case p.attempts >= r.o.maxAttempts:
+		p.action = ActionLockout
+		prefix = fmt.Sprintf("locked out after %d attempts; ", p.attempts)
+	default:
+		p.action = ActionReimage
+	}
+	for i := range p.dec {
+		d := &p.dec[i]
+		d.Action = p.action
+		d.Reason = prefix + d.Reason
+		switch {
+		case p.action != ActionReimage:
+		case d.Spec == d.Image && !p.restart:
+			// This container is right; a sibling in the same workload is not.
+			d.Action = ActionNone
+		case specDigest(d.Spec) == "":
+			// It runs the newest digest under the tag, but the workload rolls
+			// anyway: pin it in the same patch.
+			d.Reason += "; pinned in the same patch as a sibling container"
+		}
+	}
+}
+
+// compare reports whether a container runs latest, and why (not).
+func compare(spec string, pods []string, repo, latest string) (bool, string) {
+	specRepo, specDig := repository(spec), specDigest(spec)
+	uniq := unique(pods)
+	switch {
+	case specRepo != repo:
+		return false, fmt.Sprintf("spec runs %s, the target is %s", specRepo, repo)
+	case specDig != "" && specDig != latest:
+		return false, "tag moved: spec pins " + short(specDig)
+	case len(uniq) > 1:
+		return false, fmt.Sprintf("skew: ready pods run %d different digests", len(uniq))
+	case len(uniq) == 1 && uniq[0] != latest && specDig == "":
+		return false, "spec names the tag and pods run an older digest (chart re-rendered the tag): re-pin"
+	case len(uniq) == 1 && uniq[0] != latest:
+		return false, "pods run " + short(uniq[0]) + " under a spec pinned to the newest digest: restart"
+	case len(uniq) == 0 && specDig == "":
+		return false, "spec names the tag and no ready pod shows a digest: pin"
+	case specDig == "":
+		return true, "pods already run the newest digest under the tag (not rolled for identical content)"
+	}
+	return true, "runs the newest digest"
+}
+
+func runningDigests(spec string, pods []string) []string {
+	all := append([]string(nil), pods...)
+	if d := specDigest(spec); d != "" {
+		all = append(all, d)
+	}
+	return unique(all)
+}
+
+func unique(list []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range list {
+		if s == "" {
+			s = "unknown"
+		}
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// repository is registry/repository of ref, normalized (docker.io spelled out).
+func repository(ref string) string {
+	n, err := resolver.Normalize(ref)
+	if err != nil {
+		n = ref
+	}
+	if base, _, ok := strings.Cut(n, "@"); ok {
+		return base
+	}
+	if i := strings.LastIndex(n, ":"); i > strings.LastIndex(n, "/") {
+		return n[:i]
+	}
+	return n
+}
+
+func specDigest(ref string) string {
+	if _, d, ok := strings.Cut(ref, "@"); ok {
+		return d
+	}
+	return ""
+}
+
+func short(d string) string {
+	if len(d) > 19 {
+		return d[:19]
+	}
+	return d
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}

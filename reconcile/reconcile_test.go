@@ -1,0 +1,680 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/registrytest"
+	"github.com/chartpin/chartpin/resolver"
+)
+
+const ns = "prod-ns"
+
+// fixture: jobs-manager (api + pods-monitor sidecar) and requests-proxy
+// (runs the jobs-manager image) in prod-ns, resource-monitor DaemonSet in
+// node-agents.
+type fixture struct {
+	*env
+	jm, pm         string // repositories
+	jmOld, jmNew   string // digests
+	pmOld, pmNew   string
+	file           *File
+	fileYAMLString string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	e := newEnv(t)
+	fx := &fixture{env: e, jm: e.reg.Host + "/example/jobs-manager", pm: e.reg.Host + "/example/pods-monitor"}
+	fx.jmOld = e.reg.PushIndex(t, "example/jobs-manager", "old", "linux/amd64", "linux/arm64")
+	fx.jmNew = e.reg.PushIndex(t, "example/jobs-manager", "dev", "linux/amd64", "linux/arm64")
+	fx.pmOld = e.reg.PushIndex(t, "example/pods-monitor", "old", "linux/amd64", "linux/arm64")
+	fx.pmNew = e.reg.PushIndex(t, "example/pods-monitor", "dev", "linux/amd64", "linux/arm64")
+	fx.fileYAMLString = fmt.Sprintf(`mirror: ""
+targets:
+  - id: jobs-manager-api
+    kind: Deployment
+    namespace: prod-ns
+    name: rel-jobs-manager
+    container: api
+    image: %[1]s:dev
+  - id: jobs-manager-pods-monitor
+    kind: Deployment
+    namespace: prod-ns
+    name: rel-jobs-manager
+    container: pods-monitor
+    image: %[2]s:dev
+  - id: requests-proxy-proxy
+    kind: Deployment
+    namespace: prod-ns
+    name: rel-requests-proxy
+    container: proxy
+    follows: jobs-manager-api
+`, fx.jm, fx.pm)
+	fx.file = targetsFile(t, fx.fileYAMLString)
+	return fx
+}
+
+// install puts the three workloads in the cluster running the given specs
+// and pod digests.
+func (fx *fixture) install(apiSpec, pmSpec, proxySpec string, apiPods, pmPods, proxyPods []string) {
+	fx.add(
+		deployment(ns, "rel-jobs-manager", int32(len(apiPods)), containers("api", apiSpec, "pods-monitor", pmSpec)),
+		deployment(ns, "rel-requests-proxy", int32(len(proxyPods)), containers("proxy", proxySpec)),
+	)
+	for i := range apiPods {
+		fx.add(pod(ns, "rel-jobs-manager", i, "api", fx.jm+"@"+apiPods[i], "pods-monitor", fx.pm+"@"+pmPods[i]))
+	}
+	for i := range proxyPods {
+		fx.add(pod(ns, "rel-requests-proxy", i, "proxy", fx.jm+"@"+proxyPods[i]))
+	}
+}
+
+func actions(d []Decision) map[string]Action {
+	out := map[string]Action{}
+	for _, x := range d {
+		out[x.Target] = x.Action
+	}
+	return out
+}
+
+func TestFreshInstallOnNewestDigestIsNotRolled(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+":dev", fx.pm+":dev", fx.jm+":dev",
+		[]string{fx.jmNew, fx.jmNew}, []string{fx.pmNew, fx.pmNew}, []string{fx.jmNew})
+	res, err := fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, a := range actions(res.Decisions) {
+		if a != ActionNone {
+			t.Errorf("%s: action %s, want none", id, a)
+		}
+	}
+	if n := fx.count("patch", ""); n != 0 {
+		t.Errorf("%d patches on a fresh install running the newest digest, want 0: %v", n, fx.calls())
+	}
+	if n := fx.count("create", "events"); n != 0 {
+		t.Errorf("%d events, want 0", n)
+	}
+	// One HEAD per unique image (requests-proxy follows, no request of its own).
+	if n := fx.reg.Count("HEAD"); n != 2 {
+		t.Errorf("registry saw %d HEADs, want 2: %v", n, fx.reg.Requests())
+	}
+	for _, r := range fx.reg.Requests() {
+		if r.Method == "GET" && r.Path != "/v2/" {
+			t.Errorf("registry saw %s %s; a tick needs HEADs only", r.Method, r.Path)
+		}
+	}
+	// Reads only: one get per workload, one pod list per workload.
+	want := []string{"get deployments rel-jobs-manager", "get deployments rel-requests-proxy", "list pods ", "list pods "}
+	if got := fmt.Sprint(fx.calls()); got != fmt.Sprint(want) {
+		t.Errorf("API calls %s, want %s", got, want)
+	}
+}
+
+func TestTagMovedOnePatchPerWorkloadContainersBatched(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmOld, fx.jm+"@"+fx.jmOld,
+		[]string{fx.jmOld, fx.jmOld}, []string{fx.pmOld, fx.pmOld}, []string{fx.jmOld})
+	res, err := fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, a := range actions(res.Decisions) {
+		if a != ActionReimage {
+			t.Errorf("%s: action %s, want reimage", id, a)
+		}
+	}
+	p := fx.patches("rel-jobs-manager")
+	if len(p) != 2 { // re-image, then clear the attempt counter after the rollout
+		t.Fatalf("%d patches on rel-jobs-manager, want 2 (re-image, clear counter): %v", len(p), p)
+	}
+	got := patchContainers(p[0])
+	want := []string{"api=" + fx.jm + "@" + fx.jmNew, "pods-monitor=" + fx.pm + "@" + fx.pmNew}
+	if !slices.Equal(got, want) {
+		t.Errorf("re-image patch containers %v, want %v (both in one patch)", got, want)
+	}
+	if ann := p[0]["metadata"].(map[string]any)["annotations"].(map[string]any); ann[AttemptsAnnotation] != "1" {
+		t.Errorf("re-image patch annotations %v, want the attempt counter at 1", ann)
+	}
+	if len(patchContainers(p[1])) != 0 {
+		t.Errorf("second patch re-images again: %v", p[1])
+	}
+	if got := patchContainers(fx.patches("rel-requests-proxy")[0]); !slices.Equal(got, []string{"proxy=" + fx.jm + "@" + fx.jmNew}) {
+		t.Errorf("requests-proxy patch %v", got)
+	}
+	d := fx.deployment(ns, "rel-jobs-manager")
+	if _, ok := d.Annotations[AttemptsAnnotation]; ok {
+		t.Errorf("attempt counter left after a completed rollout: %v", d.Annotations)
+	}
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != fx.jm+"@"+fx.jmNew {
+		t.Errorf("api runs %s", img)
+	}
+	if !slices.Equal(res.RolledOut, []string{"Deployment prod-ns/rel-jobs-manager", "Deployment prod-ns/rel-requests-proxy"}) {
+		t.Errorf("rolled out %v", res.RolledOut)
+	}
+	ev := fx.events()
+	if len(ev) != 2 || ev[0].Reason != "Reimaged" || ev[0].InvolvedObject.Name != "rel-jobs-manager" || !strings.Contains(ev[0].Message, fx.jmNew) {
+		t.Errorf("events %+v, want one Reimaged per workload naming the digest", ev)
+	}
+	if fx.reg.Count("HEAD") != 2 {
+		t.Errorf("registry HEADs %d, want 2", fx.reg.Count("HEAD"))
+	}
+	// Structured log: one line per decision with target, running, latest, action.
+	line := fmt.Sprintf("target=jobs-manager-api workload=\"Deployment prod-ns/rel-jobs-manager\" container=api running=%s latest=%s action=reimage", fx.jmOld, fx.jmNew)
+	if !strings.Contains(fx.logs.String(), line) {
+		t.Errorf("log lacks %q:\n%s", line, fx.logs)
+	}
+
+	// The next tick finds everything on the newest digest: a no-op.
+	res, err = fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fx.count("patch", ""); n != 0 {
+		t.Errorf("second tick sent %d patches: %v", n, fx.calls())
+	}
+	for id, a := range actions(res.Decisions) {
+		if a != ActionNone {
+			t.Errorf("second tick %s: %s", id, a)
+		}
+	}
+}
+
+func TestChartUpgradeReRenderedTagIsRePinned(t *testing.T) {
+	fx := newFixture(t)
+	// helm upgrade re-rendered repo:tag, pods still run the old build (IfNotPresent).
+	fx.install(fx.jm+":dev", fx.pm+"@"+fx.pmNew, fx.jm+"@"+fx.jmNew,
+		[]string{fx.jmOld}, []string{fx.pmNew}, []string{fx.jmNew})
+	res, err := fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := actions(res.Decisions)
+	if a["jobs-manager-api"] != ActionReimage || a["jobs-manager-pods-monitor"] != ActionNone || a["requests-proxy-proxy"] != ActionNone {
+		t.Errorf("actions %v", a)
+	}
+	p := fx.patches("rel-jobs-manager")
+	if len(p) == 0 || !slices.Equal(patchContainers(p[0]), []string{"api=" + fx.jm + "@" + fx.jmNew}) {
+		t.Fatalf("patches %v, want api re-pinned alone", p)
+	}
+	if n := len(fx.patches("rel-requests-proxy")); n != 0 {
+		t.Errorf("requests-proxy (already right) got %d patches", n)
+	}
+}
+
+func TestSkewBetweenPodsIsRepaired(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+":dev", fx.pm+":dev", fx.jm+":dev",
+		[]string{fx.jmOld, fx.jmNew}, []string{fx.pmNew, fx.pmNew}, []string{fx.jmNew})
+	res, err := fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var api Decision
+	for _, d := range res.Decisions {
+		if d.Target == "jobs-manager-api" {
+			api = d
+		}
+	}
+	if api.Action != ActionReimage || !strings.Contains(api.Reason, "skew") || len(api.Running) != 2 {
+		t.Errorf("api decision %+v, want a skew re-image seeing 2 digests", api)
+	}
+	// pods-monitor runs the newest digest under its tag; the workload rolls
+	// anyway, so it is pinned in the same patch.
+	p := fx.patches("rel-jobs-manager")
+	if want := []string{"api=" + fx.jm + "@" + fx.jmNew, "pods-monitor=" + fx.pm + "@" + fx.pmNew}; !slices.Equal(patchContainers(p[0]), want) {
+		t.Errorf("patch %v, want %v", patchContainers(p[0]), want)
+	}
+}
+
+func TestFollowsCostsNoRegistryRequest(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+"@"+fx.jmNew, fx.pm+"@"+fx.pmNew, fx.jm+"@"+fx.jmOld,
+		[]string{fx.jmNew}, []string{fx.pmNew}, []string{fx.jmOld, fx.jmOld})
+	res, err := fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := actions(res.Decisions); a["requests-proxy-proxy"] != ActionReimage || a["jobs-manager-api"] != ActionNone {
+		t.Errorf("actions %v", a)
+	}
+	var heads []string
+	for _, r := range fx.reg.Requests() {
+		if r.Method == "HEAD" {
+			heads = append(heads, r.Path)
+		}
+	}
+	want := []string{"/v2/example/jobs-manager/manifests/dev", "/v2/example/pods-monitor/manifests/dev"}
+	slices.Sort(heads)
+	if !slices.Equal(heads, want) {
+		t.Errorf("HEADs %v, want %v (one per unique image; follows adds none)", heads, want)
+	}
+	if p := fx.patches("rel-requests-proxy"); len(p) == 0 || !slices.Equal(patchContainers(p[0]), []string{"proxy=" + fx.jm + "@" + fx.jmNew}) {
+		t.Errorf("requests-proxy patches %v", p)
+	}
+}
+
+func TestMirrorResolvesFromTheMirror(t *testing.T) {
+	e := newEnv(t)
+	upstream := registrytest.New(t)
+	upOld := upstream.PushIndex(t, "example/jobs-manager", "dev", "linux/amd64", "linux/arm64")
+	mirrorNew := e.reg.PushIndex(t, "example/jobs-manager", "dev", "linux/amd64", "linux/arm64")
+	mirrored := e.reg.Host + "/example/jobs-manager"
+	f := targetsFile(t, fmt.Sprintf(`mirror: %q
+targets:
+  - {id: api, kind: Deployment, namespace: prod-ns, name: jm, container: api, image: "%s:dev"}
+`, e.reg.Host, mirrored))
+	e.add(deployment(ns, "jm", 1, containers("api", mirrored+":dev")), pod(ns, "jm", 0, "api", mirrored+"@"+upOld))
+	upstream.Reset()
+	res, err := e.tick(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Decisions[0].Latest != mirrorNew || res.Decisions[0].Action != ActionReimage {
+		t.Errorf("decision %+v, want the mirror's digest %s", res.Decisions[0], mirrorNew)
+	}
+	if upstream.Count("") != 0 || e.reg.Count("HEAD") != 1 {
+		t.Errorf("upstream saw %d requests, mirror %d HEADs; want 0 and 1", upstream.Count(""), e.reg.Count("HEAD"))
+	}
+	if got := e.deployment(ns, "jm").Spec.Template.Spec.Containers[0].Image; got != mirrored+"@"+mirrorNew {
+		t.Errorf("api runs %s, want the mirrored reference pinned", got)
+	}
+}
+
+func TestRegistryMirrorFlagResolvesThroughTheResolver(t *testing.T) {
+	// The file names the upstream; --registry-mirror (resolver.WithMirrors)
+	// sends the HEAD to the mirror, and the pin keeps the pulled reference.
+	e := newEnv(t)
+	upstream := registrytest.New(t)
+	upstream.PushIndex(t, "example/jobs-manager", "dev", "linux/amd64")
+	mirrorNew := e.reg.PushIndex(t, "example/jobs-manager", "dev", "linux/amd64")
+	repo := upstream.Host + "/example/jobs-manager"
+	f := targetsFile(t, fmt.Sprintf("targets:\n  - {id: api, kind: Deployment, namespace: prod-ns, name: jm, container: api, image: %q}\n", repo+":dev"))
+	e.add(deployment(ns, "jm", 1, containers("api", repo+":dev")), pod(ns, "jm", 0, "api", repo+"@sha256:"+strings.Repeat("0", 64)))
+	upstream.Reset()
+	e.reg.Reset()
+	res := e.resolver(resolver.WithInsecureRegistries(upstream.Host), resolver.WithMirrors(map[string]string{upstream.Host: e.reg.Host}))
+	if _, err := e.reconciler(res).Tick(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	if upstream.Count("") != 0 || e.reg.Count("HEAD") != 1 {
+		t.Errorf("upstream %d requests, mirror %d HEADs; want 0 and 1", upstream.Count(""), e.reg.Count("HEAD"))
+	}
+	if got := e.deployment(ns, "jm").Spec.Template.Spec.Containers[0].Image; got != repo+"@"+mirrorNew {
+		t.Errorf("api runs %s, want %s", got, repo+"@"+mirrorNew)
+	}
+}
+
+func TestMirrorLackingTheTagChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	mirrored := e.reg.Host + "/example/jobs-manager"
+	f := targetsFile(t, fmt.Sprintf("mirror: %q\ntargets:\n  - {id: api, kind: Deployment, namespace: prod-ns, name: jm, container: api, image: %q}\n", e.reg.Host, mirrored+":dev"))
+	e.add(deployment(ns, "jm", 1, containers("api", mirrored+":dev")), pod(ns, "jm", 0, "api", mirrored+"@sha256:"+strings.Repeat("1", 64)))
+	_, err := e.tick(f)
+	if err == nil || !errors.Is(err, resolver.ErrNotFound) || !strings.Contains(err.Error(), "the mirror "+e.reg.Host) {
+		t.Fatalf("err %v, want a not-found naming the mirror", err)
+	}
+	if failure.Code(err) != 1 || len(e.client.Actions()) != 0 {
+		t.Errorf("exit %d, API calls %v; want 1 and none", failure.Code(err), e.calls())
+	}
+}
+
+func TestPinnedWorkloadAbsentFromFileIsUntouched(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmNew, fx.jm+"@"+fx.jmNew,
+		[]string{fx.jmOld}, []string{fx.pmNew}, []string{fx.jmNew})
+	// ingestor is pinned by the chart (prodDigest) and so not in the file.
+	fx.add(deployment(ns, "rel-ingestor", 1, containers("ingestor", fx.jm+"@"+fx.jmOld)), pod(ns, "rel-ingestor", 0, "ingestor", fx.jm+"@"+fx.jmOld))
+	if _, err := fx.tick(fx.file); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range fx.calls() {
+		if c.name == "rel-ingestor" {
+			t.Errorf("the pinned workload was touched: %s", c)
+		}
+	}
+	if got := fx.deployment(ns, "rel-ingestor").Spec.Template.Spec.Containers[0].Image; got != fx.jm+"@"+fx.jmOld {
+		t.Errorf("ingestor now runs %s", got)
+	}
+	if len(fx.patches("rel-jobs-manager")) == 0 {
+		t.Error("the target itself was not re-imaged")
+	}
+}
+
+func TestRegistryDownFailsWithNoPatch(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmOld, fx.jm+"@"+fx.jmOld,
+		[]string{fx.jmOld}, []string{fx.pmOld}, []string{fx.jmOld})
+	fx.reg.Server.Close()
+	_, err := fx.tick(fx.file)
+	if err == nil || failure.Code(err) != 1 {
+		t.Fatalf("err %v (exit %d), want exit 1", err, failure.Code(err))
+	}
+	if !strings.Contains(err.Error(), "nothing was changed") {
+		t.Errorf("error does not say nothing changed: %v", err)
+	}
+	if n := len(fx.client.Actions()); n != 0 {
+		t.Errorf("%d API calls with the registry down, want 0: %v", n, fx.calls())
+	}
+}
+
+func TestAPIReadErrorFailsWithNothingRecorded(t *testing.T) {
+	for _, tc := range []struct{ verb, resource string }{{"get", "deployments"}, {"list", "pods"}} {
+		t.Run(tc.verb+" "+tc.resource, func(t *testing.T) {
+			fx := newFixture(t)
+			fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmOld, fx.jm+":dev",
+				[]string{fx.jmOld}, []string{fx.pmOld}, []string{fx.jmOld})
+			// The second workload's read fails: the first must not have been acted on.
+			fx.client.PrependReactor(tc.verb, tc.resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if ga, ok := a.(k8stesting.GetAction); ok && ga.GetName() != "rel-requests-proxy" {
+					return false, nil, nil
+				}
+				if la, ok := a.(k8stesting.ListAction); ok && !strings.Contains(la.GetListRestrictions().Labels.String(), "rel-requests-proxy") {
+					return false, nil, nil
+				}
+				return true, nil, errors.New("etcdserver: request timed out")
+			})
+			_, err := fx.tick(fx.file)
+			if err == nil || failure.Code(err) != 1 || !strings.Contains(err.Error(), "request timed out") {
+				t.Fatalf("err %v, want exit 1 with the read error", err)
+			}
+			for _, c := range fx.calls() {
+				if c.verb != "get" && c.verb != "list" {
+					t.Errorf("wrote after a read error: %s", c)
+				}
+			}
+		})
+	}
+}
+
+func TestAPIForbiddenOrNotFoundFailsTheTick(t *testing.T) {
+	fx := newFixture(t)
+	fx.add(deployment(ns, "rel-jobs-manager", 1, containers("api", fx.jm+":dev", "pods-monitor", fx.pm+":dev")))
+	// rel-requests-proxy does not exist: a failure, never a benign skip (lesson 16).
+	_, err := fx.tick(fx.file)
+	if err == nil || !strings.Contains(err.Error(), "rel-requests-proxy") || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("err %v", err)
+	}
+	if fx.count("patch", "") != 0 {
+		t.Errorf("patched after a read error: %v", fx.calls())
+	}
+}
+
+func TestRolloutNeverCompletesCountsTheAttempt(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmNew, fx.jm+"@"+fx.jmNew,
+		[]string{fx.jmOld}, []string{fx.pmNew}, []string{fx.jmNew})
+	fx.setStuck("rel-jobs-manager", true)
+	_, err := fx.tick(fx.file, WithRolloutTimeout(50*time.Millisecond))
+	if err == nil || failure.Code(err) != 1 {
+		t.Fatalf("err %v, want exit 1", err)
+	}
+	for _, want := range []string{"rollout of Deployment prod-ns/rel-jobs-manager not complete within 50ms", "0 of 1 replicas updated", "attempt 1 of 3", "kubectl -n prod-ns rollout status deployment/rel-jobs-manager"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if got := fx.deployment(ns, "rel-jobs-manager").Annotations[AttemptsAnnotation]; got != "1" {
+		t.Errorf("attempt counter %q, want 1", got)
+	}
+	ev := fx.events()
+	if len(ev) != 2 || ev[1].Reason != "ReimageRolloutFailed" || ev[1].Type != "Warning" {
+		t.Errorf("events %+v, want Reimaged then ReimageRolloutFailed", ev)
+	}
+	// Next tick: mid-rollout, so skipped, not patched again.
+	res, err := fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := actions(res.Decisions); a["jobs-manager-api"] != ActionSkip || fx.count("patch", "deployments") != 1 {
+		t.Errorf("actions %v, calls %v; want a skip that only bumps the skip counter", a, fx.calls())
+	}
+}
+
+func TestLockoutReachedEventNoPatch(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmNew, fx.jm+"@"+fx.jmNew,
+		[]string{fx.jmOld}, []string{fx.pmNew}, []string{fx.jmNew})
+	d := fx.deployment(ns, "rel-jobs-manager")
+	d.Annotations = map[string]string{AttemptsAnnotation: "3"}
+	if err := fx.client.Tracker().Update(deploymentsGVR, d, ns); err != nil {
+		t.Fatal(err)
+	}
+	res, err := fx.tick(fx.file)
+	if err == nil || failure.Code(err) != 1 {
+		t.Fatalf("err %v, want exit 1", err)
+	}
+	rearm := "kubectl -n prod-ns annotate deployment/rel-jobs-manager chartpin.dev/reconcile-attempts-"
+	if !strings.Contains(err.Error(), rearm) || !strings.Contains(err.Error(), "locked out") {
+		t.Errorf("error %v lacks the re-arm command %q", err, rearm)
+	}
+	if a := actions(res.Decisions); a["jobs-manager-api"] != ActionLockout {
+		t.Errorf("actions %v", a)
+	}
+	if n := fx.count("patch", ""); n != 0 {
+		t.Errorf("%d patches while locked out: %v", n, fx.calls())
+	}
+	ev := fx.events()
+	if len(ev) != 1 || ev[0].Reason != "ReimageLockedOut" || ev[0].Type != "Warning" || !strings.Contains(ev[0].Message, rearm) {
+		t.Errorf("events %+v", ev)
+	}
+}
+
+func TestLockoutReArmed(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmNew, fx.jm+"@"+fx.jmNew,
+		[]string{fx.jmOld}, []string{fx.pmNew}, []string{fx.jmNew})
+	lock := func() {
+		d := fx.deployment(ns, "rel-jobs-manager")
+		d.Annotations = map[string]string{AttemptsAnnotation: "3"}
+		if err := fx.client.Tracker().Update(deploymentsGVR, d, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock()
+	if _, err := fx.tick(fx.file); err == nil {
+		t.Fatal("locked-out tick succeeded")
+	}
+	// By hand: kubectl annotate ... chartpin.dev/reconcile-attempts-
+	d := fx.deployment(ns, "rel-jobs-manager")
+	delete(d.Annotations, AttemptsAnnotation)
+	if err := fx.client.Tracker().Update(deploymentsGVR, d, ns); err != nil {
+		t.Fatal(err)
+	}
+	res, err := fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := actions(res.Decisions); a["jobs-manager-api"] != ActionReimage || len(res.RolledOut) != 1 {
+		t.Errorf("after re-arming: actions %v, rolled out %v", a, res.RolledOut)
+	}
+	// By success: locked out again, but it now runs the newest digest.
+	lock()
+	res, err = fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := actions(res.Decisions); a["jobs-manager-api"] != ActionNone {
+		t.Errorf("actions %v", a)
+	}
+	if _, ok := fx.deployment(ns, "rel-jobs-manager").Annotations[AttemptsAnnotation]; ok {
+		t.Error("a settled workload on the newest digest kept its lockout")
+	}
+	if p := fx.patches("rel-jobs-manager"); len(p) != 1 || len(patchContainers(p[0])) != 0 {
+		t.Errorf("patches %v, want one that only clears the counter", p)
+	}
+}
+
+func TestSkipStreak(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmNew, fx.jm+"@"+fx.jmNew,
+		[]string{fx.jmOld}, []string{fx.pmNew}, []string{fx.jmNew})
+	d := fx.deployment(ns, "rel-jobs-manager")
+	d.Status.AvailableReplicas = 0 // not Ready
+	if err := fx.client.Tracker().Update(deploymentsGVR, d, ns); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		res, err := fx.tick(fx.file, WithMaxSkips(2))
+		if err != nil {
+			t.Fatalf("tick %d: %v", i, err)
+		}
+		if a := actions(res.Decisions); a["jobs-manager-api"] != ActionSkip {
+			t.Fatalf("tick %d: actions %v", i, a)
+		}
+		if got := fx.deployment(ns, "rel-jobs-manager").Annotations[SkipsAnnotation]; got != fmt.Sprint(i) {
+			t.Errorf("tick %d: skip counter %q", i, got)
+		}
+		if len(fx.patches("rel-jobs-manager")) != 1 || len(patchContainers(fx.patches("rel-jobs-manager")[0])) != 0 {
+			t.Errorf("tick %d: a skipped workload was re-imaged: %v", i, fx.patches("rel-jobs-manager"))
+		}
+	}
+	_, err := fx.tick(fx.file, WithMaxSkips(2))
+	if err == nil || failure.Code(err) != 1 {
+		t.Fatalf("third skip: err %v, want exit 1", err)
+	}
+	for _, want := range []string{"skipped 3 ticks in a row (--max-skips 2)", "0 of 1 replicas available", "kubectl -n prod-ns rollout status deployment/rel-jobs-manager", "kubectl -n prod-ns get pods -l app=rel-jobs-manager"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if ev := fx.events(); len(ev) != 1 || ev[0].Reason != "ReimageSkipStreak" {
+		t.Errorf("events %+v", ev)
+	}
+	// It settles: the next tick re-images and the streak is cleared.
+	d = fx.deployment(ns, "rel-jobs-manager")
+	d.Status.AvailableReplicas = 1
+	if err := fx.client.Tracker().Update(deploymentsGVR, d, ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.tick(fx.file, WithMaxSkips(2)); err != nil {
+		t.Fatal(err)
+	}
+	ann := fx.deployment(ns, "rel-jobs-manager").Annotations
+	if _, ok := ann[SkipsAnnotation]; ok {
+		t.Errorf("skip counter left: %v", ann)
+	}
+}
+
+func TestDaemonSetAndStatefulSet(t *testing.T) {
+	e := newEnv(t)
+	old := e.reg.PushIndex(t, "example/resource-monitor", "old", "linux/amd64")
+	latest := e.reg.PushIndex(t, "example/resource-monitor", "dev", "linux/amd64")
+	repo := e.reg.Host + "/example/resource-monitor"
+	f := targetsFile(t, fmt.Sprintf(`targets:
+  - {id: rm, kind: DaemonSet, namespace: node-agents, name: rel-resource-monitor, container: monitor, image: %[1]q}
+  - {id: db, kind: StatefulSet, namespace: prod-ns, name: rel-db, container: db, image: %[1]q}
+`, repo+":dev"))
+	e.add(
+		daemonSet("node-agents", "rel-resource-monitor", 3, containers("monitor", repo+":dev")),
+		statefulSet(ns, "rel-db", 1, containers("db", repo+"@"+old)),
+		pod("node-agents", "rel-resource-monitor", 0, "monitor", repo+"@"+old),
+		pod("node-agents", "rel-resource-monitor", 1, "monitor", repo+"@"+latest),
+		pod(ns, "rel-db", 0, "db", repo+"@"+old),
+	)
+	res, err := e.tick(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.RolledOut, []string{"DaemonSet node-agents/rel-resource-monitor", "StatefulSet prod-ns/rel-db"}) {
+		t.Errorf("rolled out %v", res.RolledOut)
+	}
+	if e.reg.Count("HEAD") != 1 {
+		t.Errorf("HEADs %d, want 1 for one unique image", e.reg.Count("HEAD"))
+	}
+	if got := patchContainers(e.patches("rel-resource-monitor")[0]); !slices.Equal(got, []string{"monitor=" + repo + "@" + latest}) {
+		t.Errorf("daemonset patch %v", got)
+	}
+	// A stuck DaemonSet fails the tick.
+	e2 := newEnv(t)
+	e2.reg = e.reg
+	e2.add(daemonSet("node-agents", "rel-resource-monitor", 3, containers("monitor", repo+"@"+old)), pod("node-agents", "rel-resource-monitor", 0, "monitor", repo+"@"+old))
+	e2.setStuck("rel-resource-monitor", true)
+	f2 := targetsFile(t, fmt.Sprintf("targets:\n  - {id: rm, kind: DaemonSet, namespace: node-agents, name: rel-resource-monitor, container: monitor, image: %q}\n", repo+":dev"))
+	if _, err := e2.tick(f2, WithRolloutTimeout(30*time.Millisecond)); err == nil || !strings.Contains(err.Error(), "0 of 3 pods updated") {
+		t.Errorf("stuck daemonset: %v", err)
+	}
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmOld, fx.jm+"@"+fx.jmOld,
+		[]string{fx.jmOld}, []string{fx.pmOld}, []string{fx.jmOld})
+	res, err := fx.tick(fx.file, WithDryRun(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range res.Decisions {
+		if d.Action != ActionReimage || !d.DryRun {
+			t.Errorf("%+v", d)
+		}
+	}
+	for _, c := range fx.calls() {
+		if c.verb != "get" && c.verb != "list" {
+			t.Errorf("dry run wrote: %s", c)
+		}
+	}
+}
+
+func TestHungRegistryAndAPIFailTheTick(t *testing.T) {
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(hang.Close)
+	host := strings.TrimPrefix(hang.URL, "http://")
+	f := targetsFile(t, fmt.Sprintf("targets:\n  - {id: api, kind: Deployment, namespace: prod-ns, name: jm, container: api, image: %q}\n", host+"/example/jm:dev"))
+
+	// A hung registry: the per-request timeout ends it.
+	e := newEnv(t)
+	res, err := resolver.New(resolver.WithInsecureRegistries(host), resolver.WithRequestTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.reconciler(res).Tick(context.Background(), f); err == nil || failure.Code(err) != 1 {
+		t.Errorf("hung registry: err %v", err)
+	}
+
+	// A hung API server (real client-go over HTTP): the per-request timeout ends it.
+	reg := registrytest.New(t)
+	reg.PushIndex(t, "example/jm", "dev", "linux/amd64")
+	f2 := targetsFile(t, fmt.Sprintf("targets:\n  - {id: api, kind: Deployment, namespace: prod-ns, name: jm, container: api, image: %q}\n", reg.Host+"/example/jm:dev"))
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: hang.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(client, rr, WithRequestTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Tick(context.Background(), f2)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "deadline") {
+		t.Errorf("hung API server: err %v, want a deadline error", err)
+	}
+	// The tick deadline bounds everything else.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	r2, _ := New(client, rr, WithRequestTimeout(time.Minute))
+	if _, err := r2.Tick(ctx, f2); err == nil {
+		t.Error("tick deadline did not end a hung API server")
+	}
+}
+
+var _ = schema.GroupVersionResource{}
