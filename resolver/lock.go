@@ -26,6 +26,8 @@ type Lock struct {
 type LockEntry struct {
 	Digest    string   `yaml:"digest"`
 	Platforms []string `yaml:"platforms,omitempty"`
+	// Source is the ref the digest came from when a mirror served it.
+	Source string `yaml:"source,omitempty"`
 }
 
 var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
@@ -67,6 +69,11 @@ func ParseLock(name string, data []byte) (*Lock, error) {
 		case yaml.ScalarNode:
 			e.Digest = v.Value
 		case yaml.MappingNode:
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				if key := v.Content[j]; key.Value != "digest" && key.Value != "platforms" && key.Value != "source" {
+					return nil, fmt.Errorf("%s:%d: %s: unknown key %q (want digest, platforms, source)", name, key.Line, k.Value, key.Value)
+				}
+			}
 			if err := v.Decode(&e); err != nil {
 				return nil, fmt.Errorf("%s:%d: %w", name, v.Line, err)
 			}
@@ -116,11 +123,18 @@ func (l *Lock) Bytes() []byte {
 	b.WriteString("# ref (fully qualified, with tag): index digest — written by chartpin\n")
 	for _, r := range refs {
 		e := l.entries[r]
-		if len(e.Platforms) == 0 {
+		if len(e.Platforms) == 0 && e.Source == "" {
 			fmt.Fprintf(&b, "%s: %s\n", r, e.Digest)
 			continue
 		}
-		fmt.Fprintf(&b, "%s: {digest: %s, platforms: [%s]}\n", r, e.Digest, strings.Join(e.Platforms, ", "))
+		fmt.Fprintf(&b, "%s: {digest: %s", r, e.Digest)
+		if len(e.Platforms) > 0 {
+			fmt.Fprintf(&b, ", platforms: [%s]", strings.Join(e.Platforms, ", "))
+		}
+		if e.Source != "" {
+			fmt.Fprintf(&b, ", source: %s", e.Source)
+		}
+		b.WriteString("}\n")
 	}
 	return b.Bytes()
 }
@@ -145,7 +159,11 @@ func (o offline) Resolve(_ context.Context, ref string) (Image, error) {
 	if !ok {
 		return Image{}, fmt.Errorf("%s: %w: add it to the --digests file or resolve online", norm, ErrNotInLock)
 	}
-	return Image{Ref: norm, Source: norm, Digest: e.Digest, Platforms: e.Platforms}, nil
+	src := norm
+	if e.Source != "" {
+		src = e.Source
+	}
+	return Image{Ref: norm, Source: src, Digest: e.Digest, Platforms: e.Platforms}, nil
 }
 
 func (o offline) Platforms(_ context.Context, img Image) ([]string, error) {
@@ -181,7 +199,11 @@ func (r *Recorder) Resolve(ctx context.Context, ref string) (Image, error) {
 	if err == nil {
 		r.lock.mu.Lock()
 		if e, ok := r.lock.entries[img.Ref]; !ok || e.Digest != img.Digest {
-			r.lock.entries[img.Ref] = LockEntry{Digest: img.Digest, Platforms: img.Platforms}
+			e = LockEntry{Digest: img.Digest, Platforms: img.Platforms}
+			if img.Source != img.Ref {
+				e.Source = img.Source
+			}
+			r.lock.entries[img.Ref] = e
 		}
 		r.lock.mu.Unlock()
 	}

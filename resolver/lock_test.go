@@ -1,0 +1,120 @@
+package resolver_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chartpin/chartpin/internal/registrytest"
+	"github.com/chartpin/chartpin/resolver"
+)
+
+var (
+	dA = "sha256:" + strings.Repeat("a", 64)
+	dB = "sha256:" + strings.Repeat("b", 64)
+)
+
+func TestParseLockBothForms(t *testing.T) {
+	lock, err := resolver.ParseLock("digests.yaml", []byte(`# ref (fully qualified, with tag): index digest
+docker.io/library/nginx:1.27.3: `+dA+`
+ghcr.io/example/ingestor:0.8:
+  digest: `+dB+`
+  platforms: [linux/amd64, linux/arm64]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	off := resolver.NewOffline(lock)
+	img, err := off.Resolve(ctx, "nginx:1.27.3") // short names normalize onto the lock's keys
+	if err != nil || img.Digest != dA || img.Ref != "docker.io/library/nginx:1.27.3" {
+		t.Errorf("nginx: %+v, %v", img, err)
+	}
+	if _, err := off.Platforms(ctx, img); !errors.Is(err, resolver.ErrNotInLock) {
+		t.Errorf("platforms of an entry without them: %v, want ErrNotInLock", err)
+	}
+	img, err = off.Resolve(ctx, "ghcr.io/example/ingestor:0.8")
+	if err != nil || img.Digest != dB {
+		t.Fatalf("ingestor: %+v, %v", img, err)
+	}
+	if p, err := off.Platforms(ctx, img); err != nil || strings.Join(p, ",") != "linux/amd64,linux/arm64" {
+		t.Errorf("platforms %v, %v", p, err)
+	}
+	_, err = off.Resolve(ctx, "ghcr.io/example/ingestor:0.9")
+	if !errors.Is(err, resolver.ErrNotInLock) || !strings.Contains(err.Error(), "ghcr.io/example/ingestor:0.9") {
+		t.Errorf("missing entry: %v, want ErrNotInLock naming the ref", err)
+	}
+	if _, err := off.Tags(ctx, "ghcr.io/example/ingestor"); !errors.Is(err, resolver.ErrUnsupported) {
+		t.Errorf("tags offline: %v", err)
+	}
+}
+
+func TestParseLockErrorsNameFileAndLine(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{"a/b:1: " + dA + "\na/b:2: sha256:short\n", "digests.yaml:2:"},
+		{"a/b:1: " + dA + "\na/b:1: " + dB + "\n", "digests.yaml:2: a/b:1 appears twice"},
+		{"a/b:1:\n  digest: " + dA + "\n  platform: [linux/amd64]\n", `digests.yaml:3: a/b:1: unknown key "platform"`},
+		{"- a/b:1\n", "digests.yaml:1: want a mapping"},
+		{"a/b:1: [x]\n", "digests.yaml:1:"},
+	} {
+		_, err := resolver.ParseLock("digests.yaml", []byte(c.body))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: err = %v, want %q", c.body, err, c.want)
+		}
+	}
+}
+
+// A run recorded with --write-digests answers the same run offline, with no registry.
+func TestLockRoundTrip(t *testing.T) {
+	origin := registrytest.New(t)
+	mirror := registrytest.New(t)
+	multi := origin.PushIndex(t, "app", "1", "linux/amd64", "linux/arm64")
+	single := origin.PushImage(t, "tool", "2")
+	mirrored := mirror.PushIndex(t, "lib/x", "3", "linux/arm64")
+	r, err := resolver.New(resolver.WithInsecureRegistries(origin.Host, mirror.Host),
+		resolver.WithMirrors(map[string]string{"docker.io": mirror.Host}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := resolver.NewRecorder(r)
+	refs := []string{origin.Host + "/app:1", origin.Host + "/tool:2", "docker.io/lib/x:3"}
+	online, err := resolver.ResolveEach(context.Background(), rec, refs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "digests.yaml")
+	if err := rec.Lock().WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	for _, want := range []string{
+		origin.Host + "/app:1: {digest: " + multi + ", platforms: [linux/amd64, linux/arm64]}\n",
+		origin.Host + "/tool:2: " + single + "\n",
+		"docker.io/lib/x:3: {digest: " + mirrored + ", platforms: [linux/arm64], source: " + mirror.Host + "/lib/x:3}\n",
+	} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("lock file lacks %q:\n%s", want, data)
+		}
+	}
+	lock, err := resolver.ReadLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offline, err := resolver.ResolveEach(context.Background(), resolver.NewOffline(lock), refs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range refs {
+		on, off := online[i], offline[i]
+		if on.Ref != off.Ref || on.Digest != off.Digest || on.Source != off.Source || strings.Join(on.Platforms, ",") != strings.Join(off.Platforms, ",") {
+			t.Errorf("online %+v\noffline %+v", on, off)
+		}
+	}
+	// Offline, a required-platforms check runs from the recorded platforms.
+	if _, err := resolver.ResolveEach(context.Background(), resolver.NewOffline(lock), refs[:1], []string{"linux/s390x"}); !errors.Is(err, resolver.ErrPlatforms) {
+		t.Errorf("offline platforms check: %v, want ErrPlatforms", err)
+	}
+}
