@@ -89,6 +89,16 @@ func MinDeadline(opts Options) time.Duration {
 	return 3*opts.Timeout + 2*opts.RequestTimeout + deadlineSlack
 }
 
+// CommandDeadline is the deadline for a command that runs one tick: the
+// requested one, or MinDeadline(opts) when that would undercut the upgrade;
+// extended says which, so the caller can tell the user.
+func CommandDeadline(requested time.Duration, opts Options) (deadline time.Duration, extended bool) {
+	if need := MinDeadline(opts); requested < need {
+		return need, true
+	}
+	return requested, false
+}
+
 func withDefaults(opts Options) Options {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout

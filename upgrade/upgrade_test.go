@@ -463,6 +463,39 @@ func TestDeadlineUndercuttingTheUpgradeIsRefused(t *testing.T) {
 	}
 }
 
+func TestCommandDeadlineNeverUndercutsTheUpgrade(t *testing.T) {
+	opts := Options{Timeout: 5 * time.Minute, RequestTimeout: 30 * time.Second}
+	need := 15*time.Minute + time.Minute + deadlineSlack
+	for _, tc := range []struct {
+		requested time.Duration
+		want      time.Duration
+		extended  bool
+	}{
+		{5 * time.Minute, need, true},  // the default global --timeout equals the Helm timeout: lesson 18's zero headroom
+		{15 * time.Minute, need, true}, // exactly 3x: still no room for the requests
+		{need, need, false},
+		{time.Hour, time.Hour, false},
+	} {
+		got, ext := CommandDeadline(tc.requested, opts)
+		if got != tc.want || ext != tc.extended {
+			t.Errorf("CommandDeadline(%s) = %s, %v; want %s, %v", tc.requested, got, ext, tc.want, tc.extended)
+		}
+	}
+	// The deadline it returns is one Run accepts.
+	cfg, _ := newConfig(t)
+	d, ext := CommandDeadline(time.Second, Options{Timeout: time.Second, RequestTimeout: time.Second})
+	if !ext {
+		t.Fatal("a 1s deadline was not extended")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	o := options(t, "http://127.0.0.1:1")
+	o.Timeout, o.RequestTimeout = time.Second, time.Second
+	if _, err := Run(ctx, cfg, o); failure.IsInput(err) {
+		t.Errorf("Run refused the deadline CommandDeadline chose: %v", err)
+	}
+}
+
 func TestBadOptionsAreInputErrors(t *testing.T) {
 	cfg, _ := newConfig(t)
 	for name, mutate := range map[string]func(*Options){

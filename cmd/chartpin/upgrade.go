@@ -89,11 +89,10 @@ func runUpgrade(c *cli.Context) error {
 
 	// The global --timeout bounds the command; it must never cut the Helm
 	// wait short (lesson 23), so it grows to what the upgrade may need.
-	deadline := globalTimeout(c)
-	if need := upgrade.MinDeadline(opts); deadline < need {
+	deadline, extended := upgrade.CommandDeadline(globalTimeout(c), opts)
+	if extended {
 		fmt.Fprintf(c.App.ErrWriter, "chartpin upgrade: extending the command deadline from %s (global --timeout) to %s: 3 × --timeout %s (rollback, upgrade, atomic rollback) plus repository requests\n",
-			deadline, need, opts.Timeout)
-		deadline = need
+			globalTimeout(c), deadline, opts.Timeout)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, deadline)
 	defer cancel()
