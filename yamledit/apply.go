@@ -1,6 +1,7 @@
 package yamledit
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -31,6 +32,9 @@ type splice struct {
 // reads back as intended and every other node is unchanged, or Apply returns
 // an error wrapping ErrVerify and no bytes.
 func (f *File) Apply(edits ...Edit) ([]byte, error) {
+	if len(edits) == 0 {
+		return bytes.Clone(f.Data), nil
+	}
 	var splices []splice
 	byNode := map[*yaml.Node]string{}
 	for _, e := range edits {

@@ -60,6 +60,8 @@ func TestApplyStyles(t *testing.T) {
 		{"quoted key with dots", "annotations:\n  \"artifacthub.io/images\": x\n", `annotations."artifacthub.io/images"`, "y", "annotations:\n  \"artifacthub.io/images\": y\n"},
 		{"merge key", "base: &b\n  tag: v1\nx:\n  <<: *b\n  repo: r\n", "x.tag", "v2", "base: &b\n  tag: v2\nx:\n  <<: *b\n  repo: r\n"},
 		{"multi-line double-quoted", "a: \"x\n  y\" # c\nb: 1\n", "a", "z", "a: \"z\" # c\nb: 1\n"},
+		{"non-specific tag", "a: ! x\nb: ! 'y'\n", "b", "z", "a: ! x\nb: ! 'z'\n"},
+		{"anchor in a flow mapping", "a: {b: &x v, c: *x}\n", "a.b", "w", "a: {b: &x w, c: *x}\n"},
 		{"no trailing newline", "a: x", "a", "y", "a: y"},
 	}
 	for _, c := range cases {

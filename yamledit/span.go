@@ -92,9 +92,10 @@ func (f *File) span(n *yaml.Node, flow bool) (int, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	// Skip node properties: the node's mark points at an anchor or tag.
-	hasProps := n.Anchor != "" || n.Style&yaml.TaggedStyle != 0
-	if hasProps {
+	// Skip node properties: the node's mark points at an anchor or a tag
+	// (also the bare `!`, which yaml.v3 does not flag as TaggedStyle). A
+	// plain value cannot start with & or !, so this never eats a value.
+	if n.Value != "" || n.Anchor != "" || n.Style&yaml.TaggedStyle != 0 {
 		for off < len(d) && (d[off] == '&' || d[off] == '!') {
 			if d[off] == '!' && off+1 < len(d) && d[off+1] == '<' {
 				j := strings.IndexByte(string(d[off:]), '>')
