@@ -94,7 +94,7 @@ func (c *chart) edits(ctx context.Context, opts Options, log *slog.Logger) ([]Fi
 		ch := Change{File: s.File, Line: s.Line, Path: s.Path, Image: s.ref, Tag: s.useTag, OldDigest: s.Digest,
 			NewDigest: s.newDigest, Platforms: s.Platforms, Follows: s.Follows, Changed: s.changed}
 		if s.tagMoved {
-			ch.OldTag = s.oldTag
+			ch.OldTag, ch.TagLine = s.oldTag, s.TagLine
 		}
 		if len(ch.Platforms) == 0 {
 			ch.Platforms = s.img.Platforms

@@ -74,12 +74,14 @@ type ChartResult struct {
 
 // Change is one pin, moved or not.
 type Change struct {
-	File      string   `json:"file"`
-	Line      int      `json:"line"`
-	Path      string   `json:"path"`
-	Image     string   `json:"image"`
-	Tag       string   `json:"tag"`
-	OldTag    string   `json:"oldTag,omitempty"`
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Path   string `json:"path"`
+	Image  string `json:"image"`
+	Tag    string `json:"tag"`
+	OldTag string `json:"oldTag,omitempty"`
+	// TagLine is the line of the tag moved by --set-tag (0 when it did not move).
+	TagLine   int      `json:"tagLine,omitempty"`
 	OldDigest string   `json:"oldDigest"`
 	NewDigest string   `json:"newDigest"`
 	Platforms []string `json:"platforms,omitempty"`

@@ -1,0 +1,202 @@
+package pin
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/chartpin/chartpin/resolver"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/<case>/expected from the current output")
+
+// goldenCase is testdata/<case>/case.yaml: the flags of the run.
+type goldenCase struct {
+	Config        bool              `yaml:"config"` // use original/chartpin.yaml
+	SetTags       map[string]string `yaml:"setTags"`
+	RewriteCopies bool              `yaml:"rewriteCopies"`
+	Bump          string            `yaml:"bump"`
+	Version       string            `yaml:"version"`
+	AppVersion    string            `yaml:"appVersion"`
+}
+
+// copyTree copies src into dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readTree returns relative path → bytes of every file under dir.
+func readTree(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = data
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func offline(t *testing.T, lockPath string) resolver.Interface {
+	t.Helper()
+	lock, err := resolver.ReadLock(lockPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resolver.NewOffline(lock)
+}
+
+// TestGolden runs every testdata/<case> with an original/ tree: the output
+// tree must equal expected/ byte for byte (an extra or missing write fails),
+// values.yaml keeps its mode, and a second run changes nothing.
+func TestGolden(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/*/original")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no golden cases: %v", err)
+	}
+	for _, orig := range dirs {
+		caseDir := filepath.Dir(orig)
+		t.Run(filepath.Base(caseDir), func(t *testing.T) {
+			var gc goldenCase
+			data, err := os.ReadFile(filepath.Join(caseDir, "case.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(data, &gc); err != nil {
+				t.Fatal(err)
+			}
+			work := t.TempDir()
+			copyTree(t, orig, work)
+			values := filepath.Join(work, "values.yaml")
+			if err := os.Chmod(values, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			opts := Options{ChartDirs: []string{work}, Resolver: offline(t, filepath.Join(caseDir, "digests.yaml")),
+				SetTags: gc.SetTags, RewriteCopies: gc.RewriteCopies, Bump: gc.Bump, Version: gc.Version, AppVersion: gc.AppVersion}
+			if gc.Config {
+				opts.ConfigPath, opts.ChartDirs = filepath.Join(work, "chartpin.yaml"), nil
+			}
+			res, err := Plan(context.Background(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := res.Apply(); err != nil {
+				t.Fatal(err)
+			}
+			got := readTree(t, work)
+			exp := filepath.Join(caseDir, "expected")
+			if *update {
+				os.RemoveAll(exp)
+				for rel, b := range got {
+					p := filepath.Join(exp, rel)
+					if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(p, b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			want := readTree(t, exp)
+			var names []string
+			for n := range want {
+				names = append(names, n)
+			}
+			for n := range got {
+				if _, ok := want[n]; !ok {
+					t.Errorf("unexpected file %s", n)
+				}
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				if !bytes.Equal(got[n], want[n]) {
+					t.Errorf("%s differs from expected:\n%s", n, unified("expected/"+n, "got/"+n, want[n], got[n]))
+				}
+			}
+			if fi, err := os.Stat(values); err != nil || fi.Mode().Perm() != 0o640 {
+				t.Errorf("values.yaml mode %v, want 0640 kept (lesson 6)", fi.Mode())
+			}
+			// Every byte outside the pins, tags and version fields is kept:
+			// the changed lines are exactly the reported ones.
+			checkChangedLines(t, res, orig, work)
+
+			res2, err := Plan(context.Background(), opts)
+			if err != nil {
+				t.Fatalf("second run: %v", err)
+			}
+			if res2.Changed() {
+				t.Errorf("second run is not a no-op:\n%s", res2.Diff())
+			}
+		})
+	}
+}
+
+// checkChangedLines asserts that values.yaml changed only on lines of pins
+// the result reports as changed (or their tag lines), and that the file has
+// as many lines as before.
+func checkChangedLines(t *testing.T, res *Result, orig, work string) {
+	t.Helper()
+	before, _ := os.ReadFile(filepath.Join(orig, "values.yaml"))
+	after, _ := os.ReadFile(filepath.Join(work, "values.yaml"))
+	bl, al := lines(before), lines(after)
+	if len(bl) != len(al) {
+		t.Errorf("values.yaml has %d lines, had %d", len(al), len(bl))
+		return
+	}
+	allowed := map[int]bool{}
+	for _, c := range res.Charts {
+		for _, p := range c.Pins {
+			if p.Changed {
+				allowed[p.Line] = true
+			}
+			if p.TagLine > 0 {
+				allowed[p.TagLine] = true
+			}
+		}
+		for _, cp := range c.Copies {
+			if strings.HasSuffix(cp.File, "values.yaml") {
+				allowed[cp.Line] = true
+			}
+		}
+	}
+	for i := range bl {
+		if bl[i] != al[i] && !allowed[i+1] {
+			t.Errorf("values.yaml:%d changed but no pin there was reported:\n-%s+%s", i+1, bl[i], al[i])
+		}
+	}
+}
