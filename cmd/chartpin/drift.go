@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/drift"
+	"github.com/chartpin/chartpin/ghactions"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "drift",
+		Usage:     "read-only: does each pin's float still resolve to it? ok / DRIFT / UNRESOLVED / UNWATCHABLE / ACKNOWLEDGED",
+		ArgsUsage: "[CHART_DIR...]",
+		Flags: append(resolverFlags(),
+			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present; pins it lacks are discovered too)"},
+			&cli.BoolFlag{Name: "show-tags", Usage: "for drifted pins, list the tags that share the new digest (lists tags: GET requests)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json|markdown"},
+		),
+		Action: runDrift,
+	})
+}
+
+func runDrift(c *cli.Context) error {
+	out := c.String("output")
+	if out != "text" && out != "json" && out != "markdown" {
+		return usage("--output %q: want text, json or markdown", out)
+	}
+	cfg, err := checkConfig(c.String("config"))
+	if err != nil {
+		return err
+	}
+	targets, err := driftTargets(cfg, c.Args().Slice())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	r, err := newResolver(c)
+	if err != nil {
+		return err
+	}
+	rep, err := drift.Check(ctx, r, targets,
+		drift.WithShowTags(c.Bool("show-tags")), drift.WithOffline(r.Offline()), drift.WithLogger(logger(c)))
+	if err != nil {
+		return err
+	}
+	if !r.Offline() {
+		stats := r.Stats()
+		rep.Requests = &stats
+	}
+	if err := r.Finish(); err != nil {
+		return err
+	}
+	gh := ghactions.FromEnv(os.Getenv)
+	err = gh.Untrusted(c.App.Writer, func(w io.Writer) error {
+		switch out {
+		case "json":
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rep)
+		case "markdown":
+			_, err := io.WriteString(w, drift.Markdown(rep, relToCwd))
+			return err
+		}
+		return drift.WriteText(w, rep, relToCwd)
+	})
+	if err != nil {
+		return err
+	}
+	if err := gh.Emit(c.App.Writer, drift.Actions(rep, gh.RelPath)); err != nil {
+		return err
+	}
+	return rep.Err()
+}
+
+// driftTargets pairs each chart directory with its config entry, if any:
+// an unconfigured chart is still watched, by discovery.
+func driftTargets(cfg *config.File, dirs []string) ([]drift.Target, error) {
+	if len(dirs) == 0 {
+		if cfg != nil {
+			var out []drift.Target
+			for i := range cfg.Charts {
+				out = append(out, drift.Target{Dir: cfg.Charts[i].Dir, Config: &cfg.Charts[i]})
+			}
+			return out, nil
+		}
+		dirs = []string{"."}
+	}
+	var out []drift.Target
+	for _, d := range dirs {
+		t := drift.Target{Dir: d}
+		if cfg != nil {
+			abs, err := filepath.Abs(d)
+			if err != nil {
+				return nil, usage("chart dir %s: %v", d, err)
+			}
+			for i := range cfg.Charts {
+				if cfg.Charts[i].Dir == abs {
+					t.Config = &cfg.Charts[i]
+				}
+			}
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// relToCwd shortens a path for the terminal.
+func relToCwd(p string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return p
+	}
+	if rel, err := filepath.Rel(wd, p); err == nil && !filepath.IsAbs(rel) && len(rel) < len(p) && rel[0] != '.' {
+		return rel
+	}
+	return p
+}

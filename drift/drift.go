@@ -1,0 +1,500 @@
+// Package drift answers, read-only, for every pin a chart declares: does its
+// float still resolve to the digest we decided to trust? Every pin found is
+// either watched or reported (lesson 7); a registry error is a finding, never
+// a pass (lesson 10); known drift can be acknowledged until a date (lesson 9).
+package drift
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/discover"
+	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/resolver"
+)
+
+// Status classifies one pin.
+type Status string
+
+// Statuses. OK, Acknowledged and NotPinned are not findings.
+const (
+	OK           Status = "ok"
+	Drift        Status = "DRIFT"
+	Unresolved   Status = "UNRESOLVED"
+	Unwatchable  Status = "UNWATCHABLE"
+	Acknowledged Status = "ACKNOWLEDGED"
+	NotPinned    Status = "not pinned"
+)
+
+// Finding reports whether the status fails the check.
+func (s Status) Finding() bool { return s == Drift || s == Unresolved || s == Unwatchable }
+
+// Target is one chart to watch.
+type Target struct {
+	Dir string
+	// Config is the chart's chartpin.yaml entry, nil without one.
+	Config *config.Chart
+}
+
+// Item is the verdict on one pin.
+type Item struct {
+	Chart  string       `json:"chart"`
+	Pin    discover.Pin `json:"pin"`
+	Status Status       `json:"status"`
+	// Float is the ref resolved (repository:tag); Source where it was asked (mirror).
+	Float  string `json:"float,omitempty"`
+	Source string `json:"source,omitempty"`
+	// Pinned is the digest in values.yaml; Current what the float resolves to now.
+	Pinned  string `json:"pinned,omitempty"`
+	Current string `json:"current,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Note is what an acknowledge entry changed or failed to change.
+	Note string `json:"note,omitempty"`
+	// Ack is the acknowledge entry that applied (even when expired or stale).
+	Ack *config.Ack `json:"acknowledge,omitempty"`
+}
+
+// Shared lists the tags of one repository that name a drifted-to digest.
+type Shared struct {
+	Repository string   `json:"repository"`
+	Digest     string   `json:"digest"`
+	Tags       []string `json:"tags"`
+	// Checked of Total tags were resolved (the newest first); Error when listing failed.
+	Checked int    `json:"checked"`
+	Total   int    `json:"total"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Report is the outcome of one drift run.
+type Report struct {
+	Items []Item `json:"items"`
+	// Shared is filled with --show-tags: once per repository and new digest.
+	Shared  []Shared  `json:"sharedTags,omitempty"`
+	Offline bool      `json:"offline,omitempty"`
+	Checked time.Time `json:"checked"`
+	// Requests are the registry requests sent (filled by the caller).
+	Requests *resolver.Stats `json:"requests,omitempty"`
+}
+
+// Count is the number of items with status s.
+func (r *Report) Count(s Status) int {
+	n := 0
+	for _, it := range r.Items {
+		if it.Status == s {
+			n++
+		}
+	}
+	return n
+}
+
+// Findings is the number of items that fail the check.
+func (r *Report) Findings() int {
+	n := 0
+	for _, it := range r.Items {
+		if it.Status.Finding() {
+			n++
+		}
+	}
+	return n
+}
+
+// Err is nil when every pin is ok, acknowledged or not pinned; otherwise an
+// error wrapping failure.ErrFindings.
+func (r *Report) Err() error {
+	if n := r.Findings(); n > 0 {
+		return fmt.Errorf("drift: %w: %d of %d pins (%d DRIFT, %d UNRESOLVED, %d UNWATCHABLE)",
+			failure.ErrFindings, n, len(r.Items), r.Count(Drift), r.Count(Unresolved), r.Count(Unwatchable))
+	}
+	return nil
+}
+
+// Option configures Check.
+type Option func(*options)
+
+type options struct {
+	clock    func() time.Time
+	showTags bool
+	maxTags  int
+	offline  bool
+	logger   *slog.Logger
+}
+
+// WithClock sets the clock acknowledgements expire by (default time.Now).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
+
+// WithShowTags lists, for each drifted repository, the tags that share the
+// new digest: one tag listing per repository plus a HEAD per tag checked.
+func WithShowTags(on bool) Option { return func(o *options) { o.showTags = on } }
+
+// WithMaxTags bounds the tags resolved per repository for WithShowTags (default 50, newest first).
+func WithMaxTags(n int) Option { return func(o *options) { o.maxTags = n } }
+
+// WithOffline marks the report as answered from a digest lock file.
+func WithOffline(on bool) Option { return func(o *options) { o.offline = on } }
+
+// WithLogger logs each decision (silent by default).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// Check discovers the pins of every target and classifies each against r.
+// A values.yaml that cannot be read or parsed, or that holds no pin at all,
+// is an input error (exit 2).
+func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...Option) (*Report, error) {
+	o := options{clock: time.Now, maxTags: 50, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if len(targets) == 0 {
+		return nil, failure.Input(errors.New("drift: no chart to check; name a chart directory or configure charts in chartpin.yaml"))
+	}
+	rep := &Report{Offline: o.offline, Checked: o.clock()}
+	for _, t := range targets {
+		pins, err := Pins(t)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pins {
+			rep.Items = append(rep.Items, Item{Chart: t.Dir, Pin: p, Pinned: p.Digest})
+		}
+	}
+	c := checker{o: o, r: r, rep: rep, configs: map[string]*config.Chart{}}
+	for _, t := range targets {
+		c.configs[t.Dir] = t.Config
+	}
+	c.classify(ctx)
+	if o.showTags {
+		c.sharedTags(ctx)
+	}
+	return rep, nil
+}
+
+// Pins is every pin of a target: the configured images first, then any other
+// pin discovery finds, so a pin the config forgot is still watched.
+func Pins(t Target) ([]discover.Pin, error) {
+	found, err := discover.Chart(t.Dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	var pins []discover.Pin
+	if t.Config != nil {
+		if pins, err = discover.Chart(t.Dir, t.Config); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range pins {
+		seen[p.Path] = true
+	}
+	for _, p := range found {
+		if !seen[p.Path] {
+			pins = append(pins, p)
+		}
+	}
+	if len(pins) == 0 {
+		return nil, failure.Input(fmt.Errorf("%s/%s holds no image pins (no digest, sha, *Digest key or repo@sha256 value); nothing to watch, so this is not a pass",
+			strings.TrimSuffix(t.Dir, "/"), discover.ValuesFile))
+	}
+	return pins, nil
+}
+
+type checker struct {
+	o       options
+	r       resolver.Interface
+	rep     *Report
+	configs map[string]*config.Chart
+}
+
+type answer struct {
+	img resolver.Image
+	err error
+}
+
+// float works out the key an item's float is resolved under (repo:tag, or
+// repo plus a versions range), or says why there is none. Followers take the
+// float of the image they follow.
+func (c *checker) float(it *Item) (string, bool) {
+	p := it.Pin
+	if p.Follows != "" {
+		lead := c.leader(*it)
+		if lead == nil {
+			it.Message = fmt.Sprintf("follows %s, which has no pin in this chart", p.Follows)
+			return "", false
+		}
+		p = lead.Pin
+		if p.Problem != "" {
+			it.Message = fmt.Sprintf("follows %s, which is unwatchable: %s", p.Follows, p.Problem)
+			return "", false
+		}
+	}
+	if p.Repository == "" {
+		it.Message = "no repository: the image cannot be determined"
+		return "", false
+	}
+	if p.Versions != "" {
+		return p.Repository + " " + p.Versions, true
+	}
+	if p.Tag == "" {
+		it.Message = "no tag: the float to watch is unknown"
+		return "", false
+	}
+	return p.Ref(), true
+}
+
+// leader is the item a follower takes its digest from.
+func (c *checker) leader(it Item) *Item {
+	for i := range c.rep.Items {
+		o := &c.rep.Items[i]
+		if o.Chart == it.Chart && o.Pin.At == it.Pin.Follows && o.Pin.Follows == "" {
+			return o
+		}
+	}
+	return nil
+}
+
+func (c *checker) classify(ctx context.Context) {
+	items := c.rep.Items
+	refs := map[string]*Item{} // first item per float, for versions lookups
+	var order []string
+	for i := range items {
+		it := &items[i]
+		if notPinned(it.Pin) {
+			it.Status = NotPinned
+			it.Message = "not pinned (empty pin key): listed, not watched"
+			if it.Pin.Problem != "" {
+				it.Message += "; " + it.Pin.Problem
+			}
+			continue
+		}
+		if it.Pin.Problem != "" {
+			it.Status, it.Message = Unwatchable, it.Pin.Problem
+			continue
+		}
+		ref, ok := c.float(it)
+		if !ok {
+			it.Status = Unwatchable
+			continue
+		}
+		it.Float = ref
+		if _, dup := refs[ref]; !dup {
+			refs[ref] = it
+			order = append(order, ref)
+		}
+	}
+	answers := map[string]answer{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, ref := range order {
+		wg.Add(1)
+		go func(ref string, first Item) {
+			defer wg.Done()
+			img, err := c.resolve(ctx, first, ref)
+			mu.Lock()
+			answers[ref] = answer{img, err}
+			mu.Unlock()
+		}(ref, *refs[ref])
+	}
+	wg.Wait()
+	now := c.o.clock()
+	for i := range items {
+		it := &items[i]
+		if it.Status != "" {
+			continue
+		}
+		a := answers[it.Float]
+		if a.err != nil {
+			it.Status = Unresolved
+			it.Message = fmt.Sprintf("resolving %s: %v", it.Float, a.err)
+			continue
+		}
+		it.Current, it.Source = a.img.Digest, a.img.Source
+		if strings.Contains(it.Float, " ") {
+			// A versions range: show the tag it picked.
+			it.Float = a.img.Ref + " (highest in " + strings.SplitN(it.Float, " ", 2)[1] + ")"
+		}
+		if it.Current == it.Pinned {
+			it.Status = OK
+			continue
+		}
+		it.Status = Drift
+		it.Message = fmt.Sprintf("%s now resolves to %s; pinned %s", it.Float, it.Current, it.Pinned)
+		if it.Pin.Follows != "" {
+			it.Message = fmt.Sprintf("follows %s: %s", it.Pin.Follows, it.Message)
+		}
+		c.acknowledge(it, now)
+		it.Message += it.Note
+	}
+	for _, it := range items {
+		c.o.logger.Debug("drift", "pin", it.Pin.Where(), "status", it.Status, "float", it.Float)
+	}
+}
+
+// resolve asks for the float's digest; a versions range resolves the highest
+// tag in range (which needs the repository's tag list).
+func (c *checker) resolve(ctx context.Context, it Item, ref string) (resolver.Image, error) {
+	p := it.Pin
+	if p.Follows != "" {
+		p = c.leader(it).Pin
+	}
+	if p.Versions == "" {
+		return c.r.Resolve(ctx, ref)
+	}
+	con, err := semver.NewConstraint(p.Versions)
+	if err != nil {
+		return resolver.Image{}, fmt.Errorf("versions %q: %w", p.Versions, err)
+	}
+	tags, err := c.r.Tags(ctx, p.Repository)
+	if err != nil {
+		return resolver.Image{}, fmt.Errorf("listing tags for versions %q: %w", p.Versions, err)
+	}
+	var best *semver.Version
+	bestTag := ""
+	for _, t := range tags {
+		v, err := semver.NewVersion(t)
+		if err == nil && con.Check(v) && (best == nil || v.GreaterThan(best)) {
+			best, bestTag = v, t
+		}
+	}
+	if best == nil {
+		return resolver.Image{}, fmt.Errorf("%s has no tag in range %q", p.Repository, p.Versions)
+	}
+	return c.r.Resolve(ctx, p.Repository+":"+bestTag)
+}
+
+// notPinned: the pin key is empty (or a single-string image without a digest).
+func notPinned(p discover.Pin) bool {
+	if p.Digest != "" {
+		return false
+	}
+	if p.Node == nil || p.Node.ShortTag() == "!!null" || p.Node.Value == "" {
+		return true
+	}
+	// A non-empty value that is no digest is a problem, unless it is a plain repo:tag string.
+	return p.Problem == ""
+}
+
+// acknowledge turns DRIFT into ACKNOWLEDGED when an unexpired acknowledge
+// entry for the image names the new digest or the pin being kept. An entry's
+// until date is its last day (UTC).
+func (c *checker) acknowledge(it *Item, now time.Time) {
+	cfg := c.configs[it.Chart]
+	if cfg == nil {
+		return
+	}
+	for i := range cfg.Acknowledge {
+		a := cfg.Acknowledge[i]
+		if a.At != it.Pin.At && a.At != it.Pin.Path {
+			continue
+		}
+		if a.Digest != it.Current && a.Digest != it.Pinned {
+			it.Ack = &a
+			it.Note += fmt.Sprintf("; the acknowledgement (chartpin.yaml:%d) is for %s, not this drift", a.Line, a.Digest)
+			continue
+		}
+		it.Ack = &a
+		end := a.Until.AddDate(0, 0, 1)
+		if !now.Before(end) {
+			it.Note += fmt.Sprintf("; acknowledgement expired on %s (chartpin.yaml:%d, %q): DRIFT again; re-pin or extend until:",
+				a.Until.Format("2006-01-02"), a.Line, a.Reason)
+			return
+		}
+		it.Status = Acknowledged
+		it.Note += fmt.Sprintf("; acknowledged until %s (chartpin.yaml:%d): %s", a.Until.Format("2006-01-02"), a.Line, a.Reason)
+		return
+	}
+}
+
+// sharedTags lists, once per repository and new digest, the other tags that
+// name the digest a pin drifted to: one tag listing per repository, then a
+// HEAD per tag (newest first, at most maxTags), deduplicated by the resolver.
+func (c *checker) sharedTags(ctx context.Context) {
+	type key struct{ repo, digest string }
+	var keys []key
+	seen := map[key]bool{}
+	for _, it := range c.rep.Items {
+		if it.Status != Drift && it.Status != Acknowledged {
+			continue
+		}
+		p := it.Pin
+		if p.Follows != "" {
+			if l := c.leader(it); l != nil {
+				p = l.Pin
+			}
+		}
+		k := key{p.Repository, it.Current}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		sh := Shared{Repository: k.repo, Digest: k.digest}
+		tags, err := c.r.Tags(ctx, k.repo)
+		if err != nil {
+			sh.Error = fmt.Sprintf("listing tags: %v", err)
+			c.rep.Shared = append(c.rep.Shared, sh)
+			continue
+		}
+		sh.Total = len(tags)
+		tags = newestFirst(tags)
+		if len(tags) > c.o.maxTags {
+			tags = tags[:c.o.maxTags]
+		}
+		sh.Checked = len(tags)
+		digests := make([]string, len(tags))
+		var wg sync.WaitGroup
+		for i, t := range tags {
+			wg.Add(1)
+			go func(i int, t string) {
+				defer wg.Done()
+				if img, err := c.r.Resolve(ctx, k.repo+":"+t); err == nil {
+					digests[i] = img.Digest
+				}
+			}(i, t)
+		}
+		wg.Wait()
+		for i, t := range tags {
+			if digests[i] == k.digest {
+				sh.Tags = append(sh.Tags, t)
+			}
+		}
+		sort.Strings(sh.Tags)
+		c.rep.Shared = append(c.rep.Shared, sh)
+	}
+}
+
+// newestFirst orders tags by semver, newest first, then the rest by name.
+func newestFirst(tags []string) []string {
+	out := append([]string(nil), tags...)
+	ver := func(t string) *semver.Version {
+		v, err := semver.NewVersion(t)
+		if err != nil {
+			return nil
+		}
+		return v
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		vi, vj := ver(out[i]), ver(out[j])
+		switch {
+		case vi != nil && vj != nil:
+			if !vi.Equal(vj) {
+				return vi.GreaterThan(vj)
+			}
+			return out[i] < out[j]
+		case vi != nil:
+			return true
+		case vj != nil:
+			return false
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
