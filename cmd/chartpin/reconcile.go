@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/chartpin/chartpin/reconcile"
+	"github.com/chartpin/chartpin/resolver"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "reconcile",
+		Usage: "one in-cluster digest-on-update tick: re-image workloads that run an older digest than their tag names",
+		Description: `Reads the targets file the library chart renders, resolves each floating tag once,
+compares with what each workload runs (spec image and ready pods' imageID) and re-images
+by digest with one patch per workload, then waits for the rollouts. Exit 1 on any read
+error, stuck rollout, skip streak or lockout. Re-arm a locked-out workload with:
+  kubectl -n NAMESPACE annotate deployment/NAME ` + reconcile.AttemptsAnnotation + `-`,
+		Flags: append(resolverFlags(),
+			&cli.StringFlag{Name: "targets", Required: true, Usage: "targets `FILE` (the chart's ConfigMap key targets.yaml)"},
+			&cli.StringFlag{Name: "kubeconfig", EnvVars: []string{"KUBECONFIG"}, Usage: "kubeconfig `FILE` (default: the in-cluster config)"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "decide and print, change nothing"},
+			&cli.DurationFlag{Name: "rollout-timeout", Value: 10 * time.Minute, Usage: "wait this long for each re-imaged workload (they roll out in parallel)"},
+			&cli.DurationFlag{Name: "deadline", Value: 20 * time.Minute, Usage: "deadline for the whole tick; must exceed --rollout-timeout"},
+			&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "deadline for each API request"},
+			&cli.IntFlag{Name: "max-skips", Value: 4, Usage: "fail once a workload was not settled on more than this many ticks in a row"},
+			&cli.IntFlag{Name: "max-attempts", Value: 3, Usage: "lock a workload out after this many re-images without a completed rollout"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
+		),
+		Action: runReconcile,
+	})
+}
+
+type reconcileOutput struct {
+	*reconcile.Result
+	Requests resolver.Stats `json:"requests"`
+	Error    string         `json:"error,omitempty"`
+}
+
+func runReconcile(c *cli.Context) error {
+	out := c.String("output")
+	if out != "text" && out != "json" {
+		return usage("--output %q: want text or json", out)
+	}
+	rollout, deadline := c.Duration("rollout-timeout"), c.Duration("deadline")
+	if deadline <= rollout {
+		return usage("--deadline %s must exceed --rollout-timeout %s (leave slack for resolving, reading and patching)", deadline, rollout)
+	}
+	f, err := reconcile.ReadTargets(c.String("targets"))
+	if err != nil {
+		return err
+	}
+	cfg, err := kubeConfig(c.String("kubeconfig"))
+	if err != nil {
+		return err
+	}
+	cfg.Timeout = c.Duration("request-timeout")
+	cfg.UserAgent = "chartpin/" + version + " reconcile"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return usage("kubernetes client: %v", err)
+	}
+	res, err := newResolver(c)
+	if err != nil {
+		return err
+	}
+	r, err := reconcile.New(client, res,
+		reconcile.WithLogger(logger(c)),
+		reconcile.WithDryRun(c.Bool("dry-run")),
+		reconcile.WithRolloutTimeout(rollout),
+		reconcile.WithRequestTimeout(c.Duration("request-timeout")),
+		reconcile.WithMaxSkips(c.Int("max-skips")),
+		reconcile.WithMaxAttempts(c.Int("max-attempts")),
+		reconcile.WithInstance(os.Getenv("HOSTNAME")),
+	)
+	if err != nil {
+		return usage("%v", err)
+	}
+	// The tick's own budget: the global --timeout (5m) would undercut the rollout wait.
+	ctx, cancel := context.WithTimeout(c.Context, deadline)
+	defer cancel()
+	result, tickErr := r.Tick(ctx, f)
+	if tickErr == nil {
+		tickErr = res.Finish()
+	}
+	if result == nil {
+		return tickErr
+	}
+	if out == "json" {
+		o := reconcileOutput{Result: result, Requests: res.Stats()}
+		if tickErr != nil {
+			o.Error = tickErr.Error()
+		}
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(o); err != nil {
+			return err
+		}
+		return tickErr
+	}
+	// One structured line per decision, then a summary.
+	log := slog.New(slog.NewTextHandler(c.App.Writer, nil))
+	for _, d := range result.Decisions {
+		log.Info("decision", "target", d.Target, "workload", d.Workload, "container", d.Container,
+			"running", d.Running, "latest", d.Latest, "action", string(d.Action), "image", d.Image, "reason", d.Reason, "dryRun", d.DryRun)
+	}
+	st := res.Stats()
+	log.Info("tick", "targets", len(f.Targets), "patched", len(result.Patched), "rolledOut", len(result.RolledOut),
+		"registryHEAD", st.HEAD, "registryGET", st.GET, "ok", tickErr == nil)
+	return tickErr
+}
+
+// kubeConfig is --kubeconfig (or KUBECONFIG, a path list), else the in-cluster config.
+func kubeConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, usage("no in-cluster config (%v); outside a cluster pass --kubeconfig FILE or set KUBECONFIG", err)
+		}
+		return cfg, nil
+	}
+	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(path)}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, usage("kubeconfig %s: %v", path, err)
+	}
+	return cfg, nil
+}
