@@ -62,6 +62,9 @@ func TestApplyStyles(t *testing.T) {
 		{"multi-line double-quoted", "a: \"x\n  y\" # c\nb: 1\n", "a", "z", "a: \"z\" # c\nb: 1\n"},
 		{"non-specific tag", "a: ! x\nb: ! 'y'\n", "b", "z", "a: ! x\nb: ! 'z'\n"},
 		{"anchor in a flow mapping", "a: {b: &x v, c: *x}\n", "a.b", "w", "a: {b: &x w, c: *x}\n"},
+		{"tab separator before a quoted value", "a:\t\"x\"\n", "a", "y", "a:\t\"y\"\n"},
+		{"old Mac line ends", "a: 1\rb: x\r", "b", "y", "a: 1\rb: y\r"},
+		{"line separator characters", "a: 1\u2028b: x\u0085c: 'z'\n", "c", "y", "a: 1\u2028b: x\u0085c: 'y'\n"},
 		{"no trailing newline", "a: x", "a", "y", "a: y"},
 	}
 	for _, c := range cases {
