@@ -122,6 +122,9 @@ func (r *Remote) Platforms(ctx context.Context, img Image) ([]string, error) {
 	if img.Digest == "" || img.Source == "" {
 		return nil, fmt.Errorf("platforms of %q: image was not resolved", img.Ref)
 	}
+	if img.MediaType != "" && !img.IsIndex() {
+		return nil, nil // single-arch, known from the HEAD: no GET needed
+	}
 	return r.platforms.do(img.Digest, func() ([]string, error) {
 		src, err := Normalize(img.Source)
 		if err != nil {

@@ -143,6 +143,7 @@ func ResolveEach(ctx context.Context, r Interface, refs []string, required []str
 		wg.Add(1)
 		go func(i int, img Image) {
 			defer wg.Done()
+			out[i] = img
 			plats, err := r.Platforms(ctx, img)
 			if err != nil && (len(required) > 0 || !errors.Is(err, ErrNotInLock)) {
 				errs[i] = err

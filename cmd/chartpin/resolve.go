@@ -68,7 +68,7 @@ func newResolver(c *cli.Context) (*resolverSession, error) {
 	if path := c.String("digests"); path != "" {
 		lock, err := resolver.ReadLock(path)
 		if err != nil {
-			return nil, usage("--digests: %v", err)
+			return nil, usage("--digests: %w", err)
 		}
 		s.Interface = resolver.NewOffline(lock)
 	} else {
@@ -80,18 +80,15 @@ func newResolver(c *cli.Context) (*resolverSession, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts := []resolver.Option{
+		s.remote, err = resolver.New(
 			resolver.WithMirrors(m),
 			resolver.WithInsecureRegistries(c.StringSlice("insecure-registry")...),
 			resolver.WithKeychain(kc),
 			resolver.WithLogger(logger(c)),
-		}
-		if n := c.Int("concurrency"); n > 0 {
-			opts = append(opts, resolver.WithConcurrency(n))
-		}
-		s.remote, err = resolver.New(opts...)
+			resolver.WithConcurrency(c.Int("concurrency")),
+		)
 		if err != nil {
-			return nil, usage("%v", err)
+			return nil, usage("%w", err)
 		}
 		s.Interface = s.remote
 	}
@@ -128,9 +125,20 @@ func runResolve(c *cli.Context) error {
 	if len(refs) == 0 {
 		return usage("resolve: name at least one image reference, e.g. chartpin resolve nginx:1.27")
 	}
+	for _, ref := range refs {
+		if _, err := resolver.Normalize(ref); err != nil {
+			return usage("resolve: %w", err)
+		}
+	}
 	out := c.String("output")
 	if out != "text" && out != "json" {
 		return usage("--output %q: want text or json", out)
+	}
+	var platforms []string
+	for _, p := range c.StringSlice("platforms") {
+		if p = strings.TrimSpace(p); p != "" {
+			platforms = append(platforms, p)
+		}
 	}
 	ctx, cancel := commandContext(c)
 	defer cancel()
@@ -138,26 +146,53 @@ func runResolve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	images, err := resolver.ResolveEach(ctx, r, refs, c.StringSlice("platforms"))
-	if err != nil {
-		return err
+	images, err := resolver.ResolveEach(ctx, r, refs, platforms)
+	if err == nil {
+		err = r.Finish()
 	}
-	if err := r.Finish(); err != nil {
+	if images == nil { // nothing resolved: only the error to show
 		return err
 	}
 	if out == "json" {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
-		return enc.Encode(resolveOutput{Images: images, Requests: r.Stats(), Offline: r.Offline()})
+		if werr := enc.Encode(resolveOutput{Images: images, Requests: r.Stats(), Offline: r.Offline()}); werr != nil {
+			return werr
+		}
+		return err
+	}
+	mirrored := false
+	for _, img := range images {
+		mirrored = mirrored || (img.Source != "" && img.Source != img.Ref)
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REF\tDIGEST\tTYPE\tPLATFORMS")
-	for _, img := range images {
-		kind := "manifest"
-		if img.IsIndex() {
-			kind = "index"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", img.Ref, img.Digest, kind, strings.Join(img.Platforms, ","))
+	header := "REF\tDIGEST\tTYPE\tPLATFORMS"
+	if mirrored {
+		header += "\tSOURCE"
 	}
-	return tw.Flush()
+	fmt.Fprintln(tw, header)
+	for _, img := range images {
+		line := fmt.Sprintf("%s\t%s\t%s\t%s", img.Ref, img.Digest, kind(img), strings.Join(img.Platforms, ","))
+		if mirrored {
+			line += "\t" + img.Source
+		}
+		fmt.Fprintln(tw, line)
+	}
+	if werr := tw.Flush(); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// kind is "index" or "manifest"; "-" when a lock file did not say.
+func kind(img resolver.Image) string {
+	switch {
+	case img.IsIndex():
+		return "index"
+	case img.MediaType != "":
+		return "manifest"
+	case len(img.Platforms) > 0:
+		return "index"
+	}
+	return "-"
 }
