@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/chartpin/chartpin/reconcile"
 )
 
 // targetsFile is the reconcile targets file format (notes/targets-format.md),
@@ -119,6 +121,10 @@ func render(t *testing.T, ns string, overrides ...string) rendered {
 				r.targets = &targetsFile{}
 				if err := yaml.UnmarshalStrict([]byte(data), r.targets); err != nil {
 					t.Fatalf("targets.yaml does not match the targets file format: %v\n%s", err, data)
+				}
+				// The reconcile's own parser must accept it as rendered.
+				if _, err := reconcile.ParseTargets("targets.yaml", []byte(data)); err != nil {
+					t.Fatalf("chartpin reconcile refuses the rendered targets.yaml: %v\n%s", err, data)
 				}
 			}
 		case "Pod", "Job", "ReplicaSet":
@@ -807,11 +813,21 @@ func checkReconcileObjects(t *testing.T, r rendered) {
 				}
 				continue
 			}
-			if write {
+			if write && !(slices.Equal(rule.Resources, []string{"events"}) && slices.Equal(rule.Verbs, []string{"create"})) {
 				t.Errorf("Role %s: unscoped rule %v on %v may write", o.key(), rule.Verbs, rule.Resources)
 			}
 			if slices.Contains(rule.Resources, "pods") && !slices.Equal(rule.Verbs, []string{"list"}) {
 				t.Errorf("Role %s: pods verbs %v, want list", o.key(), rule.Verbs)
+			}
+		}
+		// What chartpin reconcile calls in this namespace.
+		need := [][3]string{{"", "pods", "list"}, {"", "events", "create"}}
+		for res := range want {
+			need = append(need, [3]string{"apps", res, "list"}, [3]string{"apps", res, "watch"})
+		}
+		for _, n := range need {
+			if !grants(role.Rules, n[0], n[1], n[2]) {
+				t.Errorf("Role %s does not grant %s on %s/%s", o.key(), n[2], n[0], n[1])
 			}
 		}
 		var rb rbacv1.RoleBinding
@@ -872,8 +888,8 @@ func checkUpgradeObjects(t *testing.T, r rendered) {
 		}
 	}
 	active := time.Duration(*cj.Spec.JobTemplate.Spec.ActiveDeadlineSeconds) * time.Second
-	if active < 2*timeout {
-		t.Errorf("upgrade activeDeadlineSeconds %s undercuts a rollback plus an upgrade of %s each", active, timeout)
+	if active <= 3*timeout {
+		t.Errorf("upgrade activeDeadlineSeconds %s undercuts a rollback, an upgrade and its atomic rollback of %s each", active, timeout)
 	}
 
 	// Every upgrade Role must hold every permission of the reconcile Role in

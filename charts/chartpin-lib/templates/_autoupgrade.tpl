@@ -21,10 +21,11 @@ Use from a template of the adopting chart:  {{ include "chartpin.autoUpgrade" . 
 {{- end -}}
 {{- $chart := toString ($au.chart | default $root.Chart.Name) -}}
 {{- $timeout := include "chartpin.lib.seconds" (dict "value" $au.timeout "path" "autoUpgrade.timeout") | atoi -}}
-{{- /* A tick may roll back a wedged release and then upgrade, each bounded by
-the timeout, plus repository fetches: twice the timeout plus five minutes, so
-the Job deadline never undercuts the upgrade (lesson 23). */ -}}
-{{- $activeDeadline := add (mul 2 $timeout) 300 -}}
+{{- /* A tick may roll back a wedged release, upgrade, and (atomic) roll the
+failed upgrade back, each bounded by the timeout, plus repository fetches:
+three times the timeout plus five minutes, so the Job deadline never
+undercuts the upgrade (lesson 23). */ -}}
+{{- $activeDeadline := add (mul 3 $timeout) 300 -}}
 {{- $full := list "get" "list" "watch" "create" "update" "patch" "delete" -}}
 {{- $read := list "get" "list" "watch" -}}
 {{- $resources := dict "Deployment" "deployments" "DaemonSet" "daemonsets" "StatefulSet" "statefulsets" -}}
@@ -76,13 +77,17 @@ rules:
     resources: {{ index $kindsByNs $ns | toJson }}
     verbs: {{ $full | toJson }}
   {{- end }}
-  # rollout waits and the reconcile's pod reads (a Role can only grant what its author holds)
+  # rollout waits, and everything the reconcile Role grants here (a Role
+  # can only grant what its author holds)
   - apiGroups: ["apps"]
     resources: ["replicasets"]
     verbs: {{ $read | toJson }}
   - apiGroups: [""]
     resources: ["pods"]
     verbs: {{ $read | toJson }}
+  - apiGroups: [""]
+    resources: ["events"]
+    verbs: ["create"]
   # the reconcile's and this job's Roles and RoleBindings
   - apiGroups: ["rbac.authorization.k8s.io"]
     resources: ["roles", "rolebindings"]
@@ -160,7 +165,7 @@ spec:
   jobTemplate:
     spec:
       backoffLimit: 0
-      # 2 x timeout {{ $timeout }}s (rollback, then upgrade) + 300s for fetches
+      # 3 x timeout {{ $timeout }}s (rollback, upgrade, atomic rollback) + 300s for fetches
       activeDeadlineSeconds: {{ $activeDeadline }}
       template:
         metadata:
