@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"helm.sh/helm/v3/pkg/repo"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 )
 
 const (
@@ -93,9 +95,21 @@ func newConfig(t *testing.T) (*action.Configuration, *recordingKube) {
 	t.Helper()
 	mem := driver.NewMemory()
 	mem.SetNamespace(ns)
+	return configOn(t, mem)
+}
+
+// newSecretsConfig keeps releases the way a cluster does: Helm's secrets
+// driver (gzip+base64 encoded Secrets) over client-go's fake clientset, so a
+// status change that is not written back through the store is lost.
+func newSecretsConfig(t *testing.T) (*action.Configuration, *recordingKube) {
+	t.Helper()
+	return configOn(t, driver.NewSecrets(k8sfake.NewSimpleClientset().CoreV1().Secrets(ns)))
+}
+
+func configOn(t *testing.T, d driver.Driver) (*action.Configuration, *recordingKube) {
 	kc := &recordingKube{PrintingKubeClient: kubefake.PrintingKubeClient{Out: &bytes.Buffer{}}}
 	return &action.Configuration{
-		Releases:     storage.Init(mem),
+		Releases:     storage.Init(d),
 		KubeClient:   kc,
 		Capabilities: chartutil.DefaultCapabilities,
 		Log:          func(format string, v ...any) { t.Logf("helm: "+format, v...) },
@@ -320,4 +334,11 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// sameValues compares values as JSON: the secrets store decodes numbers as float64.
+func sameValues(a, b map[string]any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
 }

@@ -40,6 +40,11 @@ func options(t *testing.T, repoURL string) Options {
 // chart's defaults (the moved pin, a brand-new key) arrive, and what the
 // operator supplied survives (lessons 2 and 24).
 func TestUpgradesToNewestStableKeepingUserValues(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testUpgradesToNewestStable(t, newConfig) })
+	t.Run("secrets", func(t *testing.T) { testUpgradesToNewestStable(t, newSecretsConfig) })
+}
+
+func testUpgradesToNewestStable(t *testing.T, newConfig func(*testing.T) (*action.Configuration, *recordingKube)) {
 	cfg, kc := newConfig(t)
 	install(t, cfg, demoChart("1.0.0", oldPin, false), userValues())
 	srv := serveRepo(t, demoChart("1.0.0", oldPin, false), demoChart("1.1.0", newPin, true), demoChart("1.2.0-rc.1", newPin, true))
@@ -55,7 +60,7 @@ func TestUpgradesToNewestStableKeepingUserValues(t *testing.T) {
 	equalHistory(t, history(t, cfg), []revision{{1, release.StatusSuperseded, "1.0.0"}, {2, release.StatusDeployed, "1.1.0"}})
 
 	rel := stored(t, cfg, 2)
-	if !reflect.DeepEqual(rel.Config, userValues()) {
+	if !sameValues(rel.Config, userValues()) {
 		t.Errorf("user-supplied values of revision 2 = %v, want exactly %v", rel.Config, userValues())
 	}
 	effective, err := chartutil.CoalesceValues(rel.Chart, rel.Config)
@@ -90,9 +95,18 @@ func TestUpgradesToNewestStableKeepingUserValues(t *testing.T) {
 // Lesson 22: a killed upgrade leaves the release pending-upgrade; the tick
 // rolls back to the last deployed revision, then upgrades.
 func TestWedgedReleaseIsRolledBackThenUpgraded(t *testing.T) {
-	for _, st := range []release.Status{release.StatusPendingUpgrade, release.StatusPendingRollback} {
-		t.Run(string(st), func(t *testing.T) {
-			cfg, _ := newConfig(t)
+	for _, tc := range []struct {
+		store  string
+		config func(*testing.T) (*action.Configuration, *recordingKube)
+		status release.Status
+	}{
+		{"memory", newConfig, release.StatusPendingUpgrade},
+		{"memory", newConfig, release.StatusPendingRollback},
+		{"secrets", newSecretsConfig, release.StatusPendingUpgrade},
+	} {
+		st := tc.status
+		t.Run(tc.store+"/"+string(st), func(t *testing.T) {
+			cfg, _ := tc.config(t)
 			first := install(t, cfg, demoChart("1.0.0", oldPin, false), userValues())
 			wedge(t, cfg, first, 2, st, demoChart("1.0.5", oldPin, false))
 			srv := serveRepo(t, demoChart("1.0.0", oldPin, false), demoChart("1.1.0", newPin, true))
@@ -116,7 +130,7 @@ func TestWedgedReleaseIsRolledBackThenUpgraded(t *testing.T) {
 			if d := stored(t, cfg, 3).Info.Description; d != "Rollback to 1" {
 				t.Errorf("revision 3 description = %q, want Helm's rollback record", d)
 			}
-			if got := stored(t, cfg, 4).Config; !reflect.DeepEqual(got, userValues()) {
+			if got := stored(t, cfg, 4).Config; !sameValues(got, userValues()) {
 				t.Errorf("user values after rollback+upgrade = %v", got)
 			}
 		})
@@ -315,6 +329,11 @@ func TestNewest(t *testing.T) {
 // An upgrade whose rollout never becomes ready is rolled back (atomic) and
 // the tick fails with exit 1.
 func TestFailedUpgradeIsRolledBack(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testFailedUpgradeIsRolledBack(t, newConfig) })
+	t.Run("secrets", func(t *testing.T) { testFailedUpgradeIsRolledBack(t, newSecretsConfig) })
+}
+
+func testFailedUpgradeIsRolledBack(t *testing.T, newConfig func(*testing.T) (*action.Configuration, *recordingKube)) {
 	cfg, kc := newConfig(t)
 	install(t, cfg, demoChart("1.0.0", oldPin, false), userValues())
 	kc.failWaits = 1
@@ -335,7 +354,7 @@ func TestFailedUpgradeIsRolledBack(t *testing.T) {
 		{2, release.StatusFailed, "1.1.0"},
 		{3, release.StatusDeployed, "1.0.0"},
 	})
-	if got := stored(t, cfg, 3).Config; !reflect.DeepEqual(got, userValues()) {
+	if got := stored(t, cfg, 3).Config; !sameValues(got, userValues()) {
 		t.Errorf("rolled-back values = %v", got)
 	}
 	if !strings.Contains(stored(t, cfg, 3).Manifest, oldPin) {
@@ -603,7 +622,7 @@ func TestUpgradeFromOCI(t *testing.T) {
 	}
 	equalHistory(t, history(t, cfg), []revision{{1, release.StatusSuperseded, "1.0.0"}, {2, release.StatusDeployed, "1.1.0"}})
 	rel := stored(t, cfg, 2)
-	if !strings.Contains(rel.Manifest, newPin) || !reflect.DeepEqual(rel.Config, userValues()) {
+	if !strings.Contains(rel.Manifest, newPin) || !sameValues(rel.Config, userValues()) {
 		t.Errorf("revision 2: config %v, manifest:\n%s", rel.Config, rel.Manifest)
 	}
 	mu.Lock()
