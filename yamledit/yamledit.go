@@ -67,7 +67,18 @@ var lineRe = regexp.MustCompile(`^yaml: line (\d+): `)
 // marked as bad input; duplicate mapping keys are an error.
 func Parse(name string, data []byte) (*File, error) {
 	if !utf8.Valid(data) {
-		return nil, failure.Input(fmt.Errorf("%s: not valid UTF-8; chartpin edits UTF-8 YAML only", name))
+		line := 1
+		for i := 0; i < len(data); {
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			if r == '\n' {
+				line++
+			}
+			i += size
+		}
+		return nil, failure.Input(fmt.Errorf("%s:%d: not valid UTF-8; chartpin edits UTF-8 YAML only, convert the file first", name, line))
 	}
 	f := &File{Name: name, Data: data, info: map[*yaml.Node]info{}}
 	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {

@@ -19,7 +19,7 @@ func TestParseErrors(t *testing.T) {
 		{"syntax", "a: 1\nb: [1, 2\nc: 3\n", "values.yaml:"},
 		{"bad indentation", "a:\n  b: 1\n c: 2\n", "values.yaml:2: parsing yaml: did not find expected key; fix"},
 		{"tab indentation", "a:\n\tb: 1\n", "values.yaml:2: parsing yaml"},
-		{"not utf-8", "a: \xff\n", "values.yaml: not valid UTF-8"},
+		{"not utf-8", "a: 1\nb: \xff\n", "values.yaml:2: not valid UTF-8"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
