@@ -120,7 +120,7 @@ func (r *Result) Subject() string {
 
 // MarshalJSON adds whether anything changed and which files.
 func (r *Result) MarshalJSON() ([]byte, error) {
-	var files []string
+	files := []string{}
 	for _, f := range r.files {
 		files = append(files, f.Path)
 	}
