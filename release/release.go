@@ -1,0 +1,291 @@
+// Package release is the release-time job without its shell: pin the charts
+// in the working tree, commit only the changed files on a release branch,
+// push it, and open or update one pull request.
+//
+// It is idempotent by construction: the commit is the source of truth and
+// the pull request a view of it. An unchanged re-run reuses the pushed commit
+// (no new commit, no push) and finds the pull request already saying the
+// same (no editing call). A re-run after a partial failure (pushed, but no
+// pull request) completes the job.
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/chartpin/chartpin/gitops"
+	"github.com/chartpin/chartpin/pin"
+	"github.com/chartpin/chartpin/pullrequest"
+)
+
+// Options configures one release run.
+type Options struct {
+	// Pin is the pin run (charts, resolver, tags, bump).
+	Pin pin.Options
+	// Repo is the checkout to commit from and push.
+	Repo *gitops.Repo
+	// PRs opens or updates the pull request; nil only with DryRun (then the
+	// dry run cannot say whether it would open or update).
+	PRs pullrequest.Service
+	// Branch is the release branch (default chartpin/pins); Base the pull
+	// request's base (default main).
+	Branch, Base string
+	Labels       []string
+	// DryRun computes and shows the commit and pull request, writing nothing.
+	DryRun bool
+	Logger *slog.Logger
+}
+
+// Report is what a run did (or, dry, would do).
+type Report struct {
+	DryRun bool
+	// Plan is the pin change set (nil when nothing was planned).
+	Plan *pin.Result
+	// Nothing: no pin moved and no earlier run is pending; nothing was done.
+	Nothing bool
+	Branch  string
+	Remote  string
+	// Files are the committed paths, relative to the repository root.
+	Files []string
+	// Commit is the release commit; CommitCreated is false when an existing
+	// commit already held exactly these changes.
+	Commit        string
+	CommitCreated bool
+	// Pushed is false when the remote branch already had the commit.
+	Pushed bool
+	// Title and Body of the pull request (= the commit message).
+	Title, Body string
+	// PR is the pull request outcome (dry run: the open one found, if any).
+	PR *pullrequest.Outcome
+	// Diff is the unified diff of the pin run (dry run).
+	Diff string
+}
+
+// Run pins, commits, pushes and opens or updates the pull request.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Branch == "" {
+		o.Branch = "chartpin/pins"
+	}
+	if o.Base == "" {
+		o.Base = "main"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Pin.Logger == nil {
+		o.Pin.Logger = o.Logger
+	}
+	if o.Repo == nil {
+		return nil, errors.New("release: no repository")
+	}
+	if o.PRs == nil && !o.DryRun {
+		return nil, errors.New("release: no pull request service (set GITHUB_TOKEN)")
+	}
+	rep := &Report{DryRun: o.DryRun, Branch: o.Branch}
+	rep.Remote, _ = o.Repo.RemoteURL()
+
+	// Look at the remote branch first: foreign commits stop us before any write.
+	remote, err := o.Repo.Inspect(ctx, o.Branch)
+	if err != nil {
+		return rep, err
+	}
+	head, err := o.Repo.Head()
+	if err != nil {
+		return rep, err
+	}
+	plan, err := pin.Plan(ctx, o.Pin)
+	if err != nil {
+		return rep, err
+	}
+	rep.Plan = plan
+
+	if o.DryRun {
+		return dryRun(ctx, o, rep, plan, remote)
+	}
+
+	var commit gitops.Commit
+	var message string
+	switch {
+	case plan.Changed():
+		if err := plan.Apply(); err != nil {
+			return rep, err
+		}
+		message = plan.Subject() + "\n\n" + plan.Markdown()
+		// Reuse: the pushed commit, when it has this parent and these bytes.
+		commit, err = o.Repo.Commit(ctx, gitops.CommitRequest{
+			Branch: o.Branch, Parent: head, Files: files(plan), Message: message, Reuse: remote.Tip,
+		})
+		if errors.Is(err, gitops.ErrNothingToCommit) {
+			rep.Nothing = true
+			return rep, nil
+		}
+		if err != nil {
+			return rep, err
+		}
+		if !commit.Created {
+			message = withoutTrailer(remote.Message) // the pull request shows this already
+		}
+	default:
+		// Nothing to pin in the working tree. An earlier run that applied and
+		// committed but did not get to push or open the pull request left a
+		// local branch on top of HEAD: finish its job.
+		local, err := o.Repo.LocalBranch(o.Branch)
+		if err != nil {
+			return rep, err
+		}
+		if !local.Exists || !local.Ours || local.Parent != head {
+			rep.Nothing = true
+			return rep, nil
+		}
+		o.Logger.Info("completing an earlier run", "branch", o.Branch, "commit", local.Tip)
+		commit = gitops.Commit{Hash: local.Tip, Tree: local.Tree}
+		message = withoutTrailer(local.Message)
+	}
+	rep.Commit, rep.CommitCreated = commit.Hash.String(), commit.Created
+	rep.Files = commit.Paths
+	rep.Title, rep.Body = splitMessage(message)
+
+	if !(remote.Exists && remote.Tip == commit.Hash) {
+		if err := o.Repo.Push(ctx, o.Branch, commit.Hash, remote); err != nil {
+			return rep, err
+		}
+		rep.Pushed = true
+	}
+	out, err := pullrequest.Ensure(ctx, o.PRs, pullrequest.Request{
+		Head: o.Branch, Base: o.Base, Title: rep.Title, Body: prBody(rep.Body), Labels: o.Labels,
+	})
+	if err != nil {
+		return rep, fmt.Errorf("%w (the branch %s is pushed; re-run to finish: release is idempotent)", err, o.Branch)
+	}
+	rep.PR = &out
+	return rep, nil
+}
+
+func dryRun(ctx context.Context, o Options, rep *Report, plan *pin.Result, remote gitops.Branch) (*Report, error) {
+	if !plan.Changed() {
+		rep.Nothing = true
+		return rep, nil
+	}
+	rep.Diff = plan.Diff()
+	rep.Title, rep.Body = plan.Subject(), plan.Markdown()
+	for _, f := range plan.Files() {
+		rep.Files = append(rep.Files, relToRoot(o.Repo.Root(), f.Path))
+	}
+	sort.Strings(rep.Files)
+	if o.PRs != nil {
+		pr, err := o.PRs.FindOpen(ctx, o.Branch)
+		if err != nil {
+			return rep, err
+		}
+		if pr != nil {
+			rep.PR = &pullrequest.Outcome{Action: pullrequest.Updated, PR: *pr}
+		} else {
+			rep.PR = &pullrequest.Outcome{Action: pullrequest.Created}
+		}
+	}
+	return rep, nil
+}
+
+func files(plan *pin.Result) map[string][]byte {
+	out := map[string][]byte{}
+	for _, f := range plan.Files() {
+		out[f.Path] = f.After
+	}
+	return out
+}
+
+func relToRoot(root, p string) string {
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+		p = filepath.Join(dir, filepath.Base(p))
+	}
+	if rel, err := filepath.Rel(root, p); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return p
+}
+
+// withoutTrailer drops chartpin's trailer from a commit message.
+func withoutTrailer(msg string) string {
+	i := strings.LastIndex(msg, "\n"+gitops.Trailer+": ")
+	if i < 0 {
+		return strings.TrimRight(msg, "\n")
+	}
+	return strings.TrimRight(msg[:i], "\n")
+}
+
+func splitMessage(msg string) (title, body string) {
+	title, body, _ = strings.Cut(msg, "\n")
+	return title, strings.TrimSpace(body) + "\n"
+}
+
+// footer ends every pull request body chartpin writes.
+const footer = "\n---\nOpened by `chartpin release`. Re-running it updates this pull request; a commit pushed to this branch by anyone else stops it (it never overwrites)."
+
+func prBody(body string) string { return strings.TrimRight(body, "\n") + "\n" + footer + "\n" }
+
+// Text renders the report for a terminal.
+func (r *Report) Text() string {
+	var b strings.Builder
+	switch {
+	case r.Nothing:
+		fmt.Fprintf(&b, "nothing to release: no pin moved; no commit, no push, no pull request change\n")
+		return b.String()
+	case r.DryRun:
+		fmt.Fprintf(&b, "dry run: nothing written, nothing pushed\n\n")
+		fmt.Fprintf(&b, "would commit on %s:\n  %s\n", r.Branch, r.Title)
+		for _, f := range r.Files {
+			fmt.Fprintf(&b, "    %s\n", f)
+		}
+		fmt.Fprintf(&b, "would push %s to %s\n", r.Branch, redact(r.Remote))
+		switch {
+		case r.PR == nil:
+			fmt.Fprintf(&b, "would open or update the pull request for %s (no GITHUB_TOKEN: not looked up)\n", r.Branch)
+		case r.PR.Action == pullrequest.Created:
+			fmt.Fprintf(&b, "would open a pull request: %s\n", r.Title)
+		default:
+			fmt.Fprintf(&b, "would update pull request #%d (%s): %s\n", r.PR.PR.Number, r.PR.PR.URL, r.Title)
+		}
+		fmt.Fprintf(&b, "\npull request body:\n\n%s\n%s", prBody(r.Body), r.Diff)
+		return b.String()
+	}
+	verb := "committed"
+	if !r.CommitCreated {
+		verb = "kept"
+	}
+	fmt.Fprintf(&b, "%s %s on %s: %s\n", verb, shortHash(r.Commit), r.Branch, r.Title)
+	if r.Pushed {
+		fmt.Fprintf(&b, "pushed %s\n", r.Branch)
+	} else {
+		fmt.Fprintf(&b, "%s already up to date on the remote: not pushed\n", r.Branch)
+	}
+	if r.PR != nil {
+		fmt.Fprintf(&b, "pull request #%d %s: %s\n", r.PR.PR.Number, r.PR.Action, r.PR.PR.URL)
+		if len(r.PR.LabelsAdded) > 0 {
+			fmt.Fprintf(&b, "labels added: %s\n", strings.Join(r.PR.LabelsAdded, ", "))
+		}
+	}
+	return b.String()
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// redact drops userinfo (a token) from a URL before it is shown.
+func redact(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		if at := strings.Index(u[i+3:], "@"); at >= 0 && !strings.Contains(u[i+3:i+3+at], "/") {
+			return u[:i+3] + u[i+3+at+1:]
+		}
+	}
+	return u
+}
