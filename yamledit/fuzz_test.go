@@ -69,14 +69,7 @@ func FuzzApply(f *testing.F) {
 			}
 			return
 		}
-		// An empty slot may take the blank after the colon as its own.
-		end := s.End
-		if s.Start == s.End && end < len(data) && isBlank(data, end) {
-			end++
-		}
-		if !bytes.HasPrefix(out, data[:s.Start]) || !bytes.HasSuffix(out, data[end:]) || len(out)-(len(data)-end) < s.Start {
-			t.Fatalf("bytes outside %d-%d changed:\n%q\n%q", s.Start, s.End, data, out)
-		}
+		end := outside(t, data, out, s)
 		g, err := Parse("out.yaml", out)
 		if err != nil {
 			t.Fatalf("output does not parse: %v\n%q", err, out)
@@ -95,5 +88,51 @@ func FuzzApply(f *testing.F) {
 				t.Fatalf("scalar %d reads %q, want %q\n%q", i, after[i].Value, want, out)
 			}
 		}
+
+		// Two edits at once compose: the result is each single edit's
+		// written bytes in the original around them.
+		n2 := nodes[(int(pick)*31+7)%len(nodes)]
+		s2, err := file.Scalar(n2)
+		if err != nil || n2 == n {
+			return
+		}
+		out2, err := file.Apply(Edit{Node: n2, Value: value + "2"})
+		if err != nil {
+			return
+		}
+		end2 := outside(t, data, out2, s2)
+		both, err := file.Apply(Edit{Node: n, Value: value}, Edit{Node: n2, Value: value + "2"})
+		if err != nil {
+			return
+		}
+		a, b := s.Start, end
+		x := out[a : len(out)-(len(data)-b)]
+		c, d := s2.Start, end2
+		y := out2[c : len(out2)-(len(data)-d)]
+		if c < a {
+			a, b, x, c, d, y = c, d, y, a, b, x
+		}
+		if b > c {
+			return // adjacent empty slots sharing a blank
+		}
+		want := string(data[:a]) + string(x) + string(data[b:c]) + string(y) + string(data[d:])
+		if string(both) != want {
+			t.Fatalf("two edits do not compose:\n%q\n%q", both, want)
+		}
 	})
+}
+
+// outside checks that out differs from data only inside s's span (an empty
+// slot may take the blank after the colon as its own) and returns the
+// span's end in data.
+func outside(t *testing.T, data, out []byte, s Scalar) int {
+	t.Helper()
+	end := s.End
+	if s.Start == s.End && end < len(data) && isBlank(data, end) {
+		end++
+	}
+	if !bytes.HasPrefix(out, data[:s.Start]) || !bytes.HasSuffix(out, data[end:]) || len(out)-(len(data)-end) < s.Start {
+		t.Fatalf("bytes outside %d-%d changed:\n%q\n%q", s.Start, s.End, data, out)
+	}
+	return end
 }
