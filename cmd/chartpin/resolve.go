@@ -80,13 +80,17 @@ func newResolver(c *cli.Context) (*resolverSession, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.remote, err = resolver.New(
+		opts := []resolver.Option{
 			resolver.WithMirrors(m),
 			resolver.WithInsecureRegistries(c.StringSlice("insecure-registry")...),
 			resolver.WithKeychain(kc),
 			resolver.WithLogger(logger(c)),
-			resolver.WithConcurrency(c.Int("concurrency")),
-		)
+		}
+		// Commands without resolverFlags() read 0 here: keep the default.
+		if n := c.Int("concurrency"); n != 0 || c.IsSet("concurrency") {
+			opts = append(opts, resolver.WithConcurrency(n))
+		}
+		s.remote, err = resolver.New(opts...)
 		if err != nil {
 			return nil, usage("%w", err)
 		}
