@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"helm.sh/helm/v3/pkg/action"
-	helmcli "helm.sh/helm/v3/pkg/cli"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/chartpin/chartpin/upgrade"
 )
@@ -67,25 +64,15 @@ func runUpgrade(c *cli.Context) error {
 		return err
 	}
 
-	settings := helmcli.New()
-	if kc := c.String("kubeconfig"); kc != "" {
-		settings.KubeConfig = kc
+	cfg, ns, err := upgrade.NewConfiguration(c.String("namespace"),
+		upgrade.WithKubeconfig(c.String("kubeconfig")),
+		upgrade.WithStorageDriver(os.Getenv("HELM_DRIVER")),
+		upgrade.WithRequestTimeout(opts.RequestTimeout),
+		upgrade.WithLogger(log))
+	if err != nil {
+		return fmt.Errorf("upgrade: %w; check --kubeconfig, KUBECONFIG or the pod's service account", err)
 	}
-	if ns := c.String("namespace"); ns != "" {
-		settings.SetNamespace(ns)
-	}
-	getter := settings.RESTClientGetter()
-	if cf, ok := getter.(*genericclioptions.ConfigFlags); ok {
-		// Every API request gets a bound too (lesson 23); client-go has none by default.
-		t := c.Duration("request-timeout").String()
-		cf.Timeout = &t
-	}
-	opts.Namespace = settings.Namespace()
-	cfg := new(action.Configuration)
-	helmLog := func(format string, v ...any) { log.Debug("helm: " + fmt.Sprintf(format, v...)) }
-	if err := cfg.Init(getter, opts.Namespace, os.Getenv("HELM_DRIVER"), helmLog); err != nil {
-		return fmt.Errorf("upgrade: connecting to Kubernetes (namespace %q): %w; check --kubeconfig or the pod's service account", opts.Namespace, err)
-	}
+	opts.Namespace = ns
 
 	// The global --timeout bounds the command; it must never cut the Helm
 	// wait short (lesson 23), so it grows to what the upgrade may need.
