@@ -47,6 +47,9 @@ func NewRegistryClient(ctx context.Context, host string, o Options) (*registry.C
 	if o.RegistryConfig != "" {
 		opts = append(opts, registry.ClientOptCredentialsFile(o.RegistryConfig))
 	}
+	if o.RegistryUser != "" {
+		opts = append(opts, registry.ClientOptBasicAuth(o.RegistryUser, o.RegistryPassword))
+	}
 	c, err := registry.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the registry client for %s: %w", host, err)

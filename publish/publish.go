@@ -54,6 +54,9 @@ type Options struct {
 	// RegistryConfig is a docker-style config.json with registry credentials
 	// (default: Helm's registry config, then DOCKER_CONFIG).
 	RegistryConfig string
+	// RegistryUser and RegistryPassword, when set, are used for every
+	// registry instead (CHARTPIN_REGISTRY_AUTH in the CLI).
+	RegistryUser, RegistryPassword string
 
 	// SignKey signs the package (a .prov file) with this key from Keyring.
 	SignKey, Keyring string

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/chartpin/chartpin/ghactions"
+	"github.com/chartpin/chartpin/gitops"
+	"github.com/chartpin/chartpin/publish"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "publish",
+		Usage:     "package a chart; add it to an index.yaml and/or push it to OCI; never overwrite a published version",
+		ArgsUsage: "CHART_DIR",
+		Description: "The same version with identical bytes is a no-op (exit 0); with other bytes it is refused\n" +
+			"(exit 1). Prereleases never enter the stable index: give them --prerelease-index. The index\n" +
+			"is re-read and checked after every write.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "index-dir", Usage: "Helm repository `DIR` (index.yaml and tarballs)"},
+			&cli.StringFlag{Name: "pages-branch", Usage: "Helm repository on git `BRANCH` (e.g. gh-pages) of --remote, pushed with GITHUB_TOKEN"},
+			&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` holding --pages-branch"},
+			&cli.StringFlag{Name: "base-url", Usage: "`URL` the index's tarball URLs point to"},
+			&cli.StringFlag{Name: "oci", Usage: "OCI target `oci://HOST/PATH` (the chart lands at PATH/NAME:VERSION)"},
+			&cli.StringFlag{Name: "prerelease-index", Usage: "where prereleases go: a `DIR` (or a path inside --pages-branch)"},
+			&cli.StringFlag{Name: "version", Usage: "expected chart `VERSION`; refused unless Chart.yaml says the same"},
+			&cli.StringFlag{Name: "app-version", Usage: "expected `APPVERSION`; refused unless Chart.yaml says the same"},
+			&cli.BoolFlag{Name: "sign", Usage: "write a provenance file (.prov) signed with --key"},
+			&cli.StringFlag{Name: "key", Usage: "signing key `NAME` in --keyring"},
+			&cli.StringFlag{Name: "keyring", Usage: "secret keyring `FILE` (default ~/.gnupg/secring.gpg)"},
+			&cli.StringFlag{Name: "passphrase-file", Usage: "`FILE` holding the signing key's passphrase"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
+		},
+		Action: runPublish,
+	})
+}
+
+func runPublish(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usage("publish takes exactly one CHART_DIR, got %d", c.NArg())
+	}
+	out := c.String("output")
+	if out != "text" && out != "json" {
+		return usage("--output %q: want text or json", out)
+	}
+	dir := c.Args().First()
+	log := logger(c)
+	o := publish.Options{
+		Version: c.String("version"), AppVersion: c.String("app-version"),
+		IndexDir: c.String("index-dir"), PagesBranch: c.String("pages-branch"),
+		PrereleaseIndex: c.String("prerelease-index"), BaseURL: c.String("base-url"),
+		OCI: c.String("oci"), PlainHTTP: c.StringSlice("insecure-registry"),
+		Timeout: c.Duration("timeout"), Logger: log,
+	}
+	if auth := os.Getenv("CHARTPIN_REGISTRY_AUTH"); auth != "" {
+		user, pass, ok := strings.Cut(auth, ":")
+		if !ok {
+			return usage("CHARTPIN_REGISTRY_AUTH: want user:password (the value is not shown)")
+		}
+		o.RegistryUser, o.RegistryPassword = user, pass
+	}
+	if c.Bool("sign") {
+		if c.String("key") == "" {
+			return usage("--sign needs --key NAME")
+		}
+		o.SignKey, o.Keyring = c.String("key"), c.String("keyring")
+		if f := c.String("passphrase-file"); f != "" {
+			o.Passphrase = func() ([]byte, error) {
+				b, err := os.ReadFile(f)
+				return []byte(strings.TrimRight(string(b), "\r\n")), err
+			}
+		}
+	}
+	if o.PagesBranch != "" {
+		repo, err := gitops.Open(dir, gitops.WithRemote(c.String("remote")), gitops.WithToken(os.Getenv("GITHUB_TOKEN")),
+			gitops.WithLogger(log), gitops.WithTimeout(c.Duration("timeout")))
+		if err != nil {
+			return usage("--pages-branch: %v", err)
+		}
+		o.Repo = repo
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	res, err := publish.Publish(ctx, dir, o)
+	if err != nil {
+		return err
+	}
+	gh := ghactions.FromEnv(os.Getenv)
+	if err := gh.Untrusted(c.App.Writer, func(w io.Writer) error {
+		if out == "json" {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(publishView(res))
+		}
+		return writePublishText(w, res)
+	}); err != nil {
+		return err
+	}
+	rep := ghactions.Report{Outputs: []ghactions.Output{
+		{Name: "version", Value: res.Version},
+		{Name: "digest", Value: "sha256:" + res.Digest},
+	}}
+	if res.OCI != nil {
+		rep.Outputs = append(rep.Outputs, ghactions.Output{Name: "oci-ref", Value: res.OCI.Ref})
+	}
+	return gh.Emit(c.App.Writer, rep)
+}
+
+type publishJSON struct {
+	Name       string               `json:"name"`
+	Version    string               `json:"version"`
+	AppVersion string               `json:"appVersion"`
+	Prerelease bool                 `json:"prerelease"`
+	Filename   string               `json:"filename"`
+	Digest     string               `json:"digest"`
+	Signed     bool                 `json:"signed"`
+	Index      *publish.IndexResult `json:"index,omitempty"`
+	OCI        *publish.OCIResult   `json:"oci,omitempty"`
+}
+
+func publishView(r *publish.Result) publishJSON {
+	return publishJSON{Name: r.Name, Version: r.Version, AppVersion: r.AppVersion, Prerelease: r.Prerelease,
+		Filename: r.Filename, Digest: "sha256:" + r.Digest, Signed: r.Provenance != nil, Index: r.Index, OCI: r.OCI}
+}
+
+func writePublishText(w io.Writer, r *publish.Result) error {
+	kind := "stable"
+	if r.Prerelease {
+		kind = "prerelease"
+	}
+	if _, err := fmt.Fprintf(w, "%s %s (%s), %s sha256:%s\n", r.Name, r.Version, kind, r.Filename, r.Digest); err != nil {
+		return err
+	}
+	if r.Index != nil {
+		fmt.Fprintf(w, "index %s: %s (%d entries", r.Index.Location, r.Index.Action, r.Index.Entries)
+		if r.Index.Unverified > 0 {
+			fmt.Fprintf(w, ", %d hosted elsewhere not checked", r.Index.Unverified)
+		}
+		fmt.Fprint(w, ")")
+		if r.Index.Commit != "" {
+			fmt.Fprintf(w, ", commit %s", r.Index.Commit[:12])
+		}
+		fmt.Fprintln(w)
+	}
+	if r.OCI != nil {
+		fmt.Fprintf(w, "%s: %s (manifest %s)\n", r.OCI.Ref, r.OCI.Action, r.OCI.ManifestDigest)
+	}
+	return nil
+}

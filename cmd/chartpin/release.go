@@ -1,0 +1,165 @@
+package main
+
+import (
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/ghactions"
+	"github.com/chartpin/chartpin/gitops"
+	"github.com/chartpin/chartpin/pin"
+	"github.com/chartpin/chartpin/pullrequest"
+	"github.com/chartpin/chartpin/release"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "release",
+		Usage:     "pin, commit the changed files on a branch, push it, open or update one pull request",
+		ArgsUsage: "[CHART_DIR...]",
+		Description: "Runs chartpin pin on the working tree, commits only the files it changed on --branch\n" +
+			"(on top of HEAD, without touching the checkout), pushes it and opens or updates the pull\n" +
+			"request against --base. Nothing changed: no commit, no push, no editing API call. A branch\n" +
+			"someone else pushed to is never overwritten. GITHUB_TOKEN authenticates the push (HTTPS)\n" +
+			"and the API; it is never printed.",
+		Flags: append(resolverFlags(),
+			&cli.BoolFlag{Name: "dry-run", Usage: "show the diff, the commit and the pull request; write and push nothing"},
+			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml; without one, discovery)"},
+			&cli.StringSliceFlag{Name: "set-tag", Usage: "move an image's tag first: `PATH=TAG`"},
+			&cli.BoolFlag{Name: "rewrite-copies", Usage: "also rewrite other occurrences of an old pin in the chart"},
+			&cli.StringFlag{Name: "bump", Usage: "patch|minor|major|none (default: the config's, else patch)"},
+			&cli.StringFlag{Name: "version", Usage: "explicit new chart `VERSION` (still lockstep-checked)"},
+			&cli.StringFlag{Name: "app-version", Usage: "explicit new `APPVERSION` (still lockstep-checked)"},
+			&cli.StringFlag{Name: "branch", Value: "chartpin/pins", Usage: "release `BRANCH` to commit on and push"},
+			&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` to push to"},
+			&cli.StringFlag{Name: "base", Value: "main", Usage: "pull request base `BRANCH`"},
+			&cli.StringSliceFlag{Name: "label", Usage: "pull request `LABEL` (repeatable)"},
+			&cli.StringFlag{Name: "github-api", Value: "https://api.github.com", Usage: "GitHub REST API `URL`"},
+			&cli.StringFlag{Name: "repo", Usage: "GitHub `OWNER/NAME` (default: from the remote URL)"},
+			&cli.StringFlag{Name: "ssh-key", Usage: "private key `FILE` for an SSH remote"},
+			&cli.StringFlag{Name: "committer", Value: "chartpin <chartpin@users.noreply.github.com>", Usage: "`NAME <EMAIL>` of the release commit"},
+		),
+		Action: runRelease,
+	})
+}
+
+var committerRE = regexp.MustCompile(`^([^<>]+?)\s*<([^<>\s]+)>$`)
+
+func runRelease(c *cli.Context) error {
+	if b := c.String("bump"); b != "" && b != "patch" && b != "minor" && b != "major" && b != "none" {
+		return usage("--bump %q: want patch, minor, major or none", b)
+	}
+	tags := map[string]string{}
+	for _, s := range c.StringSlice("set-tag") {
+		path, tag, ok := strings.Cut(s, "=")
+		if !ok || path == "" || tag == "" {
+			return usage("--set-tag %q: want PATH=TAG, e.g. images.ingestor=0.8.4", s)
+		}
+		if prev, dup := tags[path]; dup && prev != tag {
+			return usage("--set-tag %s given twice (%s and %s)", path, prev, tag)
+		}
+		tags[path] = tag
+	}
+	m := committerRE.FindStringSubmatch(c.String("committer"))
+	if m == nil {
+		return usage("--committer %q: want NAME <EMAIL>", c.String("committer"))
+	}
+	cfgPath := c.String("config")
+	if cfgPath == "" {
+		found, err := config.Find(".")
+		if err != nil {
+			return err
+		}
+		cfgPath = found
+	}
+	dirs := c.Args().Slice()
+	if cfgPath == "" && len(dirs) == 0 {
+		dirs = []string{"."}
+	}
+	token := os.Getenv("GITHUB_TOKEN")
+	dry := c.Bool("dry-run")
+	if token == "" && !dry {
+		return usage("GITHUB_TOKEN is not set: release needs it to open the pull request (and to push over HTTPS); or pass --dry-run")
+	}
+	log := logger(c)
+	gopts := []gitops.Option{gitops.WithRemote(c.String("remote")), gitops.WithToken(token), gitops.WithLogger(log),
+		gitops.WithCommitter(m[1], m[2]), gitops.WithTimeout(c.Duration("timeout"))}
+	if k := c.String("ssh-key"); k != "" {
+		gopts = append(gopts, gitops.WithSSHKey(k, os.Getenv("CHARTPIN_SSH_PASSPHRASE")))
+	}
+	start := "."
+	if len(dirs) > 0 {
+		start = dirs[0]
+	}
+	repo, err := gitops.Open(start, gopts...)
+	if err != nil {
+		return usage("%v", err)
+	}
+	var prs pullrequest.Service
+	if token != "" {
+		owner, name, ok := strings.Cut(c.String("repo"), "/")
+		if c.String("repo") == "" {
+			remote, err := repo.RemoteURL()
+			if err != nil {
+				return usage("%v", err)
+			}
+			if owner, name, err = pullrequest.RepoFromRemote(remote); err != nil {
+				return usage("%v", err)
+			}
+		} else if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+			return usage("--repo %q: want OWNER/NAME", c.String("repo"))
+		}
+		gh, err := pullrequest.NewGitHub(owner, name, token, pullrequest.WithAPI(c.String("github-api")), pullrequest.WithLogger(log))
+		if err != nil {
+			return usage("%v", err)
+		}
+		prs = gh
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	r, err := newResolver(c)
+	if err != nil {
+		return err
+	}
+	rep, err := release.Run(ctx, release.Options{
+		Pin: pin.Options{
+			ConfigPath: cfgPath, ChartDirs: dirs, Resolver: r, SetTags: tags,
+			RewriteCopies: c.Bool("rewrite-copies"), Bump: c.String("bump"),
+			Version: c.String("version"), AppVersion: c.String("app-version"), Logger: log,
+		},
+		Repo: repo, PRs: prs, Branch: c.String("branch"), Base: c.String("base"),
+		Labels: c.StringSlice("label"), DryRun: dry, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.Finish(); err != nil {
+		return err
+	}
+	gh := ghactions.FromEnv(os.Getenv)
+	if err := gh.Untrusted(c.App.Writer, func(w io.Writer) error {
+		_, err := io.WriteString(w, rep.Text())
+		return err
+	}); err != nil {
+		return err
+	}
+	out := ghactions.Report{Outputs: []ghactions.Output{
+		{Name: "changed", Value: strconv.FormatBool(!rep.Nothing)},
+		{Name: "commit", Value: rep.Commit},
+		{Name: "pushed", Value: strconv.FormatBool(rep.Pushed)},
+	}}
+	if rep.PR != nil && rep.PR.PR.Number != 0 {
+		out.Outputs = append(out.Outputs,
+			ghactions.Output{Name: "pr-number", Value: strconv.Itoa(rep.PR.PR.Number)},
+			ghactions.Output{Name: "pr-url", Value: rep.PR.PR.URL})
+	}
+	if !rep.Nothing {
+		out.Summary = "## chartpin release\n\n" + rep.Body
+	}
+	return gh.Emit(c.App.Writer, out)
+}
