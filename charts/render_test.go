@@ -91,7 +91,13 @@ func render(t *testing.T, ns string, overrides ...string) rendered {
 	if err != nil {
 		t.Fatalf("rendering example with %q: %v", overrides, err)
 	}
-	r := rendered{ns: ns, objs: parseManifest(t, manifest), notes: notes}
+	return renderParsed(t, rendered{ns: ns, notes: notes}, manifest)
+}
+
+// renderParsed fills r from a rendered manifest.
+func renderParsed(t *testing.T, r rendered, manifest string) rendered {
+	t.Helper()
+	r.objs = parseManifest(t, manifest)
 	for _, o := range r.objs {
 		var spec *corev1.PodSpec
 		switch o.Kind {
