@@ -199,6 +199,12 @@ func Pins(t Target) ([]discover.Pin, error) {
 			pins = append(pins, p)
 		}
 	}
+	sort.SliceStable(pins, func(i, j int) bool {
+		if pins[i].Line != pins[j].Line {
+			return pins[i].Line < pins[j].Line
+		}
+		return pins[i].Column < pins[j].Column
+	})
 	if len(pins) == 0 {
 		return nil, failure.Input(fmt.Errorf("%s/%s holds no image pins (no digest, sha, *Digest key or repo@sha256 value); nothing to watch, so this is not a pass",
 			strings.TrimSuffix(t.Dir, "/"), discover.ValuesFile))
@@ -268,6 +274,9 @@ func (c *checker) classify(ctx context.Context) {
 		it := &items[i]
 		if notPinned(it.Pin) {
 			it.Status = NotPinned
+			if it.Pin.Repository != "" && it.Pin.Tag != "" {
+				it.Float = it.Pin.Ref()
+			}
 			it.Message = "not pinned (empty pin key): listed, not watched"
 			if it.Pin.Problem != "" {
 				it.Message += "; " + it.Pin.Problem
