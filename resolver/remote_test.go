@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -389,5 +391,47 @@ func TestTags(t *testing.T) {
 	}
 	if got := reg.CountPath("GET", "/tags/list"); got != 1 {
 		t.Errorf("registry saw %d tag listings, want 1", got)
+	}
+}
+
+func TestBearerTokenOncePerRepository(t *testing.T) {
+	reg := registrytest.NewWithTokenAuth(t, "", "") // anonymous pulls, like Docker Hub
+	var refs []string
+	for _, repo := range []string{"a", "b"} {
+		for _, tag := range []string{"1", "2", "3"} {
+			reg.PushIndex(t, repo, tag, "linux/amd64")
+			refs = append(refs, reg.Host+"/"+repo+":"+tag, reg.Host+"/"+repo+":"+tag)
+		}
+	}
+	reg.Reset()
+	r := newRemote(t, reg)
+	if _, err := resolver.ResolveAll(context.Background(), r, refs); err != nil {
+		t.Fatal(err)
+	}
+	s := r.Stats()
+	if s.Token != 2 || s.HEAD != 6 || s.Ping != 1 || s.Total() != reg.Count("") || reg.CountPath("", "/token") != 2 {
+		t.Errorf("stats %+v, registry saw %v; want 1 ping, 2 tokens (one per repository), 6 HEADs", s, reg.Requests())
+	}
+}
+
+func TestBearerTokenWithCredentials(t *testing.T) {
+	reg := registrytest.NewWithTokenAuth(t, "robot", "token-secret")
+	want := reg.PushIndex(t, "private/app", "1", "linux/amd64")
+	for _, c := range []struct {
+		kc authn.Keychain
+		ok bool
+	}{
+		{resolver.StaticKeychain("robot", "wrong"), false},
+		{authn.NewMultiKeychain(), false}, // anonymous: the token endpoint refuses
+		{resolver.StaticKeychain("robot", "token-secret"), true},
+	} {
+		r := newRemote(t, reg, resolver.WithKeychain(c.kc))
+		img, err := r.Resolve(context.Background(), reg.Host+"/private/app:1")
+		if c.ok && (err != nil || img.Digest != want) {
+			t.Errorf("right credentials: %+v, %v", img, err)
+		}
+		if !c.ok && (!errors.Is(err, resolver.ErrUnauthorized) || strings.Contains(err.Error(), "token-secret")) {
+			t.Errorf("bad credentials: err = %v, want ErrUnauthorized without the secret", err)
+		}
 	}
 }
