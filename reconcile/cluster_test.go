@@ -1,0 +1,458 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/chartpin/chartpin/internal/kubetest"
+	"github.com/chartpin/chartpin/internal/registrytest"
+	"github.com/chartpin/chartpin/resolver"
+)
+
+const (
+	saToken   = "reconcile-sa-token"
+	saName    = "rel-example-reconcile" // as the example chart renders it for release "rel"
+	agentsNs  = "node-agents"
+	chartFile = "testdata/example-chart-dev.yaml"
+)
+
+// countingTransport counts the requests a client sends, by method.
+type countingTransport struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	n    map[string]int
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.n[r.Method]++
+	c.mu.Unlock()
+	return c.next.RoundTrip(r)
+}
+
+func (c *countingTransport) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.n
+	c.n = map[string]int{}
+	return out
+}
+
+// The example chart, applied whole to a real kube-apiserver: its reconcile
+// Roles let the ServiceAccount do exactly what a tick does, and nothing else.
+func TestRealAPIServer(t *testing.T) {
+	srv := kubetest.Start(t, kubetest.ServiceAccountUser(saToken, ns, saName))
+	t.Logf("kube-apiserver ready in %s", srv.Startup.Round(time.Millisecond))
+	ctx := context.Background()
+	admin := srv.Client(t, kubetest.AdminToken)
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(chartFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Apply(t, manifest)
+	// Workloads the chart's Roles must not reach.
+	mustCreate(t, admin, deployment(ns, "rel-other", 1, containers("app", "docker.io/library/nginx:1.27")))
+	mustCreate(t, admin, deployment(agentsNs, "other-deploy", 1, containers("app", "docker.io/library/nginx:1.27")))
+	mustCreate(t, admin, daemonSet(agentsNs, "other-agent", 1, containers("app", "docker.io/library/nginx:1.27")))
+	mustCreate(t, admin, statefulSet(ns, "rel-db", 1, containers("db", "docker.io/library/postgres:17")))
+
+	sa := srv.Client(t, saToken)
+	t.Run("rbac", func(t *testing.T) { testRBAC(t, sa) })
+	t.Run("tick", func(t *testing.T) { testTickOnRealServer(t, srv, admin) })
+}
+
+func mustCreate(t *testing.T, c kubernetes.Interface, obj any) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		o.Generation, o.UID, o.Status = 0, "", appsv1.DeploymentStatus{}
+		_, err = c.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *appsv1.DaemonSet:
+		o.Generation, o.UID, o.Status = 0, "", appsv1.DaemonSetStatus{}
+		_, err = c.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *appsv1.StatefulSet:
+		o.Generation, o.UID, o.Status = 0, "", appsv1.StatefulSetStatus{}
+		_, err = c.AppsV1().StatefulSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testRBAC(t *testing.T, sa kubernetes.Interface) {
+	ctx := context.Background()
+	probe := []byte(`{"metadata":{"annotations":{"chartpin.dev/rbac-probe":"1"}}}`)
+	smp := types.StrategicMergePatchType
+	po := metav1.PatchOptions{}
+	checks := []struct {
+		name    string
+		allowed bool
+		do      func() error
+	}{
+		{"patch deployment prod-ns/rel-jobs-manager", true, func() error {
+			_, err := sa.AppsV1().Deployments(ns).Patch(ctx, "rel-jobs-manager", smp, probe, po)
+			return err
+		}},
+		{"patch deployment prod-ns/rel-requests-proxy", true, func() error {
+			_, err := sa.AppsV1().Deployments(ns).Patch(ctx, "rel-requests-proxy", smp, probe, po)
+			return err
+		}},
+		{"patch daemonset node-agents/rel-resource-monitor", true, func() error {
+			_, err := sa.AppsV1().DaemonSets(agentsNs).Patch(ctx, "rel-resource-monitor", smp, probe, po)
+			return err
+		}},
+		{"get deployment prod-ns/rel-jobs-manager", true, func() error {
+			_, err := sa.AppsV1().Deployments(ns).Get(ctx, "rel-jobs-manager", metav1.GetOptions{})
+			return err
+		}},
+		{"list pods prod-ns", true, func() error { _, err := sa.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); return err }},
+		{"list pods node-agents", true, func() error { _, err := sa.CoreV1().Pods(agentsNs).List(ctx, metav1.ListOptions{}); return err }},
+		{"create event prod-ns", true, func() error {
+			_, err := sa.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Name: "rbac-probe"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Deployment", Namespace: ns, Name: "rel-jobs-manager", APIVersion: "apps/v1"},
+				Reason:         "Probe", Message: "probe", Type: "Normal",
+			}, metav1.CreateOptions{})
+			return err
+		}},
+
+		{"patch deployment prod-ns/rel-other", false, func() error {
+			_, err := sa.AppsV1().Deployments(ns).Patch(ctx, "rel-other", smp, probe, po)
+			return err
+		}},
+		{"patch statefulset prod-ns/rel-db", false, func() error {
+			_, err := sa.AppsV1().StatefulSets(ns).Patch(ctx, "rel-db", smp, probe, po)
+			return err
+		}},
+		{"patch daemonset node-agents/other-agent", false, func() error {
+			_, err := sa.AppsV1().DaemonSets(agentsNs).Patch(ctx, "other-agent", smp, probe, po)
+			return err
+		}},
+		{"patch deployment node-agents/other-deploy", false, func() error {
+			_, err := sa.AppsV1().Deployments(agentsNs).Patch(ctx, "other-deploy", smp, probe, po)
+			return err
+		}},
+		{"patch deployment node-agents/rel-jobs-manager (name scoped per namespace)", false, func() error {
+			_, err := sa.AppsV1().Deployments(agentsNs).Patch(ctx, "rel-jobs-manager", smp, probe, po)
+			return err
+		}},
+		{"update (PUT) deployment prod-ns/rel-jobs-manager", false, func() error {
+			d, err := sa.AppsV1().Deployments(ns).Get(ctx, "rel-jobs-manager", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			_, err = sa.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+			return err
+		}},
+		{"delete deployment prod-ns/rel-jobs-manager", false, func() error {
+			return sa.AppsV1().Deployments(ns).Delete(ctx, "rel-jobs-manager", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		}},
+		{"create deployment prod-ns", false, func() error {
+			d := deployment(ns, "rogue", 1, containers("app", "docker.io/library/nginx:1.27"))
+			d.Generation, d.UID = 0, ""
+			_, err := sa.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}},
+		{"patch deployment status prod-ns/rel-jobs-manager", false, func() error {
+			_, err := sa.AppsV1().Deployments(ns).Patch(ctx, "rel-jobs-manager", smp, []byte(`{"status":{"replicas":0}}`), po, "status")
+			return err
+		}},
+		{"list secrets prod-ns", false, func() error { _, err := sa.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); return err }},
+		{"delete pods prod-ns", false, func() error {
+			return sa.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		}},
+		{"patch configmap prod-ns/rel-example-reconcile (its own targets)", false, func() error {
+			_, err := sa.CoreV1().ConfigMaps(ns).Patch(ctx, saName, smp, probe, po)
+			return err
+		}},
+	}
+	for _, c := range checks {
+		err := c.do()
+		switch {
+		case c.allowed && err != nil:
+			t.Errorf("%s: want allowed, got %v", c.name, err)
+		case !c.allowed && !apierrors.IsForbidden(err):
+			t.Errorf("%s: want Forbidden, got %v", c.name, err)
+		}
+	}
+}
+
+// testTickOnRealServer runs reconcile ticks as the ServiceAccount against
+// the chart's workloads; the test stands in for the controllers and kubelet.
+func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.Interface) {
+	ctx := context.Background()
+	reg := registrytest.New(t)
+	old := map[string]string{}
+	latest := map[string]string{}
+	for _, repo := range []string{"chartpin/jobs-manager", "chartpin/pods-monitor", "chartpin/resource-monitor"} {
+		old[repo] = reg.PushIndex(t, repo, "previous", "linux/amd64", "linux/arm64")
+		latest[repo] = reg.PushIndex(t, repo, "dev", "linux/amd64", "linux/arm64")
+	}
+	cm, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, saName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ParseTargets("configmap/"+saName+":targets.yaml", []byte(cm.Data["targets.yaml"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pods run the previous build; every workload is settled.
+	ctl := &fakeControllers{t: t, c: admin}
+	ctl.settle(ctx, func(image string) string {
+		repo := strings.TrimPrefix(repository(image), "docker.io/")
+		return "docker.io/" + repo + "@" + old[repo]
+	})
+	stop := ctl.run()
+	defer stop()
+
+	counter := &countingTransport{n: map[string]int{}}
+	cfg := srv.Config(saToken)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	sa, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := func() (*Result, error) {
+		res, err := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithMirrors(map[string]string{"docker.io": reg.Host}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := New(sa, res, WithPollInterval(20*time.Millisecond), WithRolloutTimeout(30*time.Second), WithRequestTimeout(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg.Reset()
+		counter.reset()
+		return r.Tick(ctx, f)
+	}
+
+	start := time.Now()
+	res, err := tick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := counter.reset()
+	t.Logf("first tick on a real API server: %s, API requests %v, registry HEADs %d", time.Since(start).Round(time.Millisecond), calls, reg.Count("HEAD"))
+	if len(res.Patched) != 3 || len(res.RolledOut) != 3 {
+		t.Fatalf("patched %v, rolled out %v; want all three workloads", res.Patched, res.RolledOut)
+	}
+	if reg.Count("HEAD") != 3 {
+		t.Errorf("registry HEADs %d, want 3 (requests-proxy follows)", reg.Count("HEAD"))
+	}
+	// re-image + clear counter per workload: 6 patches.
+	if calls["PATCH"] != 6 {
+		t.Errorf("PATCH requests %d, want 6", calls["PATCH"])
+	}
+	jm, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-jobs-manager", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range jm.Spec.Template.Spec.Containers {
+		got[c.Name] = c.Image
+	}
+	want := map[string]string{
+		"api":          "docker.io/chartpin/jobs-manager@" + latest["chartpin/jobs-manager"],
+		"pods-monitor": "docker.io/chartpin/pods-monitor@" + latest["chartpin/pods-monitor"],
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("jobs-manager runs %v, want %v", got, want)
+	}
+	if _, ok := jm.Annotations[AttemptsAnnotation]; ok {
+		t.Errorf("attempt counter left: %v", jm.Annotations)
+	}
+	ds, err := admin.AppsV1().DaemonSets(agentsNs).Get(ctx, "rel-resource-monitor", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := ds.Spec.Template.Spec.Containers[0].Image; img != "docker.io/chartpin/resource-monitor@"+latest["chartpin/resource-monitor"] {
+		t.Errorf("resource-monitor runs %s", img)
+	}
+	for _, n := range []string{ns, agentsNs} {
+		evs, err := admin.CoreV1().Events(n).List(ctx, metav1.ListOptions{FieldSelector: "reason=Reimaged"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs.Items) == 0 {
+			t.Errorf("no Reimaged event in %s", n)
+		}
+	}
+	// Everything is on the newest digest now: the next tick only reads.
+	res, err = tick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls = counter.reset()
+	if len(res.Patched) != 0 || calls["PATCH"] != 0 || calls["POST"] != 0 {
+		t.Errorf("second tick: patched %v, requests %v; want reads only", res.Patched, calls)
+	}
+	t.Logf("second tick: API requests %v", calls)
+
+	// A new build whose rollout never completes: attempt counted, exit 1.
+	latest["chartpin/resource-monitor"] = reg.PushIndex(t, "chartpin/resource-monitor", "dev", "linux/amd64", "linux/arm64")
+	ctl.stuck.Store(true)
+	r, _ := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithMirrors(map[string]string{"docker.io": reg.Host}))
+	rc, _ := New(sa, r, WithPollInterval(20*time.Millisecond), WithRolloutTimeout(300*time.Millisecond))
+	_, err = rc.Tick(ctx, f)
+	if err == nil || !strings.Contains(err.Error(), "rollout of DaemonSet node-agents/rel-resource-monitor") {
+		t.Fatalf("stuck rollout: %v", err)
+	}
+	ds, _ = admin.AppsV1().DaemonSets(agentsNs).Get(ctx, "rel-resource-monitor", metav1.GetOptions{})
+	if ds.Annotations[AttemptsAnnotation] != "1" {
+		t.Errorf("attempt counter %q after a stuck rollout, want 1", ds.Annotations[AttemptsAnnotation])
+	}
+}
+
+// fakeControllers completes rollouts the way the Deployment and DaemonSet
+// controllers and the kubelet would, through the status subresources.
+type fakeControllers struct {
+	t     *testing.T
+	c     kubernetes.Interface
+	stuck atomic.Bool
+}
+
+var chartWorkloads = []workloadKey{
+	{KindDeployment, ns, "rel-jobs-manager"},
+	{KindDeployment, ns, "rel-requests-proxy"},
+	{KindDaemonSet, agentsNs, "rel-resource-monitor"},
+}
+
+// settle creates ready pods for every chart workload running imageID(spec
+// image) and marks each workload fully rolled out.
+func (fc *fakeControllers) settle(ctx context.Context, imageID func(string) string) {
+	for _, k := range chartWorkloads {
+		w, err := getWorkload(ctx, fc.c, k)
+		if err != nil {
+			fc.t.Fatal(err)
+		}
+		n := 1
+		if k.kind == KindDaemonSet {
+			n = 2 // two nodes
+		}
+		for i := 0; i < n; i++ {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: k.namespace, Name: fmt.Sprintf("%s-%d", k.name, i), Labels: w.selector.MatchLabels},
+				Spec:       *w.pod.DeepCopy(),
+			}
+			p, err := fc.c.CoreV1().Pods(k.namespace).Create(ctx, p, metav1.CreateOptions{})
+			if err != nil {
+				fc.t.Fatal(err)
+			}
+			fc.podStatus(ctx, p, w.pod, imageID)
+		}
+		fc.rolledOut(ctx, k, n)
+	}
+}
+
+func (fc *fakeControllers) podStatus(ctx context.Context, p *corev1.Pod, spec corev1.PodSpec, imageID func(string) string) {
+	p.Status = corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+	}
+	for _, c := range spec.Containers {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: imageID(c.Image), Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+		})
+	}
+	if _, err := fc.c.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		fc.t.Error(err)
+	}
+}
+
+func (fc *fakeControllers) rolledOut(ctx context.Context, k workloadKey, n int) {
+	switch k.kind {
+	case KindDeployment:
+		d, err := fc.c.AppsV1().Deployments(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+		if err != nil {
+			fc.t.Error(err)
+			return
+		}
+		r := int32(n)
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r}
+		_, err = fc.c.AppsV1().Deployments(k.namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+		if err != nil {
+			fc.t.Error(err)
+		}
+	case KindDaemonSet:
+		d, err := fc.c.AppsV1().DaemonSets(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+		if err != nil {
+			fc.t.Error(err)
+			return
+		}
+		r := int32(n)
+		d.Status = appsv1.DaemonSetStatus{ObservedGeneration: d.Generation, DesiredNumberScheduled: r, CurrentNumberScheduled: r, UpdatedNumberScheduled: r, NumberReady: r, NumberAvailable: r}
+		if _, err := fc.c.AppsV1().DaemonSets(k.namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+			fc.t.Error(err)
+		}
+	}
+}
+
+// run polls the chart's workloads: a new generation gets its pods re-imaged
+// (pulled by digest) and its status rolled out, unless stuck.
+func (fc *fakeControllers) run() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			for _, k := range chartWorkloads {
+				fc.step(ctx, k)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (fc *fakeControllers) step(ctx context.Context, k workloadKey) {
+	w, err := getWorkload(ctx, fc.c, k)
+	if err != nil || w.observed >= w.generation {
+		return
+	}
+	if fc.stuck.Load() {
+		// Observed, but no pod updated.
+		if k.kind == KindDaemonSet {
+			d, err := fc.c.AppsV1().DaemonSets(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+			if err == nil {
+				d.Status.ObservedGeneration, d.Status.UpdatedNumberScheduled = d.Generation, 0
+				_, _ = fc.c.AppsV1().DaemonSets(k.namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+			}
+		}
+		return
+	}
+	pods, err := fc.c.CoreV1().Pods(k.namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(w.selector)})
+	if err != nil {
+		return
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		fc.podStatus(ctx, p, w.pod, func(image string) string { return image }) // pulled by digest
+	}
+	fc.rolledOut(ctx, k, len(pods.Items))
+}
+
+var _ = json.Marshal
