@@ -75,7 +75,7 @@ func (r *Remote) Resolve(ctx context.Context, ref string) (Image, error) {
 		return Image{}, err
 	}
 	// Keyed by the queried ref: a digest from one registry is never reused for another.
-	img, err := r.heads.do(src.String(), func() (Image, error) { return r.head(ctx, src) })
+	img, err := r.heads.do(ctx, src.String(), func() (Image, error) { return r.head(ctx, src) })
 	if err != nil {
 		if src.String() != norm {
 			return Image{}, fmt.Errorf("%s (mirror of %s): %w", displayName(src), norm, err)
@@ -125,7 +125,7 @@ func (r *Remote) Platforms(ctx context.Context, img Image) ([]string, error) {
 	if img.MediaType != "" && !img.IsIndex() {
 		return nil, nil // single-arch, known from the HEAD: no GET needed
 	}
-	return r.platforms.do(img.Digest, func() ([]string, error) {
+	return r.platforms.do(ctx, img.Digest, func() ([]string, error) {
 		src, err := Normalize(img.Source)
 		if err != nil {
 			return nil, err
@@ -158,7 +158,7 @@ func (r *Remote) Tags(ctx context.Context, repository string) ([]string, error) 
 		return nil, err
 	}
 	repo := src.Context()
-	return r.tags.do(repo.String(), func() ([]string, error) {
+	return r.tags.do(ctx, repo.String(), func() ([]string, error) {
 		opts, err := r.remoteOptions(ctx, repo)
 		if err != nil {
 			return nil, classify(displayName(repo.Tag("latest")), err)
@@ -175,7 +175,7 @@ func (r *Remote) Tags(ctx context.Context, repository string) ([]string, error) 
 // remoteOptions are go-containerregistry options for one repository: a
 // finished, authenticated transport, so it neither pings nor retries.
 func (r *Remote) remoteOptions(ctx context.Context, repo name.Repository) ([]remote.Option, error) {
-	rt, err := r.repos.do(repo.String(), func() (http.RoundTripper, error) { return r.authenticate(ctx, repo) })
+	rt, err := r.repos.do(ctx, repo.String(), func() (http.RoundTripper, error) { return r.authenticate(ctx, repo) })
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func (r *Remote) remoteOptions(ctx context.Context, repo name.Repository) ([]rem
 func (r *Remote) authenticate(ctx context.Context, repo name.Repository) (http.RoundTripper, error) {
 	reg := repo.Registry
 	r.registries.Store(reg.RegistryStr(), true)
-	ch, err := r.pings.do(reg.RegistryStr(), func() (*transport.Challenge, error) { return r.ping(ctx, reg) })
+	ch, err := r.pings.do(ctx, reg.RegistryStr(), func() (*transport.Challenge, error) { return r.ping(ctx, reg) })
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +396,9 @@ func splitChallenges(s string) []challenge {
 	return out
 }
 
-// onceMap runs fn once per key and shares the answer, errors included, for the run.
+// onceMap runs fn once per key and shares the answer, errors included, for
+// the run. An answer cut short by its caller's ctx is not kept: the next
+// caller asks again.
 type onceMap[T any] struct {
 	mu sync.Mutex
 	m  map[string]*onceEntry[T]
@@ -408,20 +410,30 @@ type onceEntry[T any] struct {
 	err  error
 }
 
-func (m *onceMap[T]) do(key string, fn func() (T, error)) (T, error) {
+func (m *onceMap[T]) do(ctx context.Context, key string, fn func() (T, error)) (T, error) {
 	m.mu.Lock()
 	if m.m == nil {
 		m.m = map[string]*onceEntry[T]{}
 	}
 	if e, ok := m.m[key]; ok {
 		m.mu.Unlock()
-		<-e.done
-		return e.val, e.err
+		select {
+		case <-e.done:
+			return e.val, e.err
+		case <-ctx.Done():
+			var zero T
+			return zero, ctx.Err()
+		}
 	}
 	e := &onceEntry[T]{done: make(chan struct{})}
 	m.m[key] = e
 	m.mu.Unlock()
 	e.val, e.err = fn()
+	if e.err != nil && ctx.Err() != nil {
+		m.mu.Lock()
+		delete(m.m, key)
+		m.mu.Unlock()
+	}
 	close(e.done)
 	return e.val, e.err
 }

@@ -435,3 +435,23 @@ func TestBearerTokenWithCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestCancelledAnswerIsNotKept(t *testing.T) {
+	reg := registrytest.New(t)
+	want := reg.PushIndex(t, "app", "1", "linux/amd64")
+	proxy := registrytest.NewProxy(t, reg.Host)
+	proxy.SetDelay(50 * time.Millisecond)
+	r, err := resolver.New(resolver.WithInsecureRegistries(proxy.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Resolve(ctx, proxy.Host+"/app:1"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled caller: err = %v", err)
+	}
+	img, err := r.Resolve(context.Background(), proxy.Host+"/app:1")
+	if err != nil || img.Digest != want {
+		t.Fatalf("the next caller got the cancelled answer: %+v, %v", img, err)
+	}
+}
