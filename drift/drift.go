@@ -79,8 +79,10 @@ type Shared struct {
 type Report struct {
 	Items []Item `json:"items"`
 	// Shared is filled with --show-tags: once per repository and new digest.
-	Shared  []Shared  `json:"sharedTags,omitempty"`
-	Offline bool      `json:"offline,omitempty"`
+	Shared  []Shared `json:"sharedTags,omitempty"`
+	Offline bool     `json:"offline,omitempty"`
+	// Notes are problems that did not stop the run.
+	Notes   []string  `json:"notes,omitempty"`
 	Checked time.Time `json:"checked"`
 	// Requests are the registry requests sent (filled by the caller).
 	Requests *resolver.Stats `json:"requests,omitempty"`
@@ -158,9 +160,12 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 	}
 	rep := &Report{Offline: o.offline, Checked: o.clock()}
 	for _, t := range targets {
-		pins, err := Pins(t)
+		pins, note, err := Pins(t)
 		if err != nil {
 			return nil, err
+		}
+		if note != "" {
+			rep.Notes = append(rep.Notes, t.Dir+": "+note)
 		}
 		for _, p := range pins {
 			rep.Items = append(rep.Items, Item{Chart: t.Dir, Pin: p, Pinned: p.Digest})
@@ -179,15 +184,21 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 
 // Pins is every pin of a target: the configured images first, then any other
 // pin discovery finds, so a pin the config forgot is still watched.
-func Pins(t Target) ([]discover.Pin, error) {
-	found, err := discover.Chart(t.Dir, nil)
-	if err != nil {
-		return nil, err
+//
+// With a config, a discovery error (two pin keys in one block, which the
+// config's pin: may settle) does not stop the run: it is returned as a note,
+// and the configured pins are watched.
+func Pins(t Target) (pins []discover.Pin, note string, err error) {
+	found, derr := discover.Chart(t.Dir, nil)
+	if derr != nil && t.Config == nil {
+		return nil, "", derr
 	}
-	var pins []discover.Pin
+	if derr != nil {
+		note = fmt.Sprintf("discovery beyond the configured images failed, so only those are watched: %v", derr)
+	}
 	if t.Config != nil {
 		if pins, err = discover.Chart(t.Dir, t.Config); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	seen := map[string]bool{}
@@ -206,10 +217,10 @@ func Pins(t Target) ([]discover.Pin, error) {
 		return pins[i].Column < pins[j].Column
 	})
 	if len(pins) == 0 {
-		return nil, failure.Input(fmt.Errorf("%s/%s holds no image pins (no digest, sha, *Digest key or repo@sha256 value); nothing to watch, so this is not a pass",
+		return nil, "", failure.Input(fmt.Errorf("%s/%s holds no image pins (no digest, sha, *Digest key or repo@sha256 value); nothing to watch, so this is not a pass",
 			strings.TrimSuffix(t.Dir, "/"), discover.ValuesFile))
 	}
-	return pins, nil
+	return pins, note, nil
 }
 
 type checker struct {

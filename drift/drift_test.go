@@ -363,3 +363,29 @@ func TestOfflineFromLock(t *testing.T) {
 		t.Error("markdown summary does not say OFFLINE")
 	}
 }
+
+func TestConfigSettlesWhatDiscoveryRefuses(t *testing.T) {
+	reg := registrytest.New(t)
+	d := reg.PushIndex(t, "team/app", "1.0", "linux/amd64")
+	dir := t.TempDir()
+	values := "app:\n  repository: " + reg.Host + "/team/app\n  tag: \"1.0\"\n  digest: " + d + "\n  sha: " + strings.TrimPrefix(d, "sha256:") + "\n"
+	os.WriteFile(filepath.Join(dir, "values.yaml"), []byte(values), 0o644)
+	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir}}); failure.Code(err) != 2 {
+		t.Fatalf("ambiguous pin without config: %v, want exit 2", err)
+	}
+	cfg, err := config.Parse(filepath.Join(dir, "chartpin.yaml"), []byte("charts:\n  - dir: .\n    images:\n      - at: app\n        pin: digest\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Items) != 1 || rep.Items[0].Status != drift.OK || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "ambiguous") {
+		t.Errorf("items %+v notes %q", rep.Items, rep.Notes)
+	}
+}

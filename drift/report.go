@@ -47,6 +47,11 @@ func WriteText(w io.Writer, r *Report, rel func(string) string) error {
 			return err
 		}
 	}
+	for _, n := range r.Notes {
+		if _, err := fmt.Fprintf(w, "%snote: %s\n", prefix, quote(n)); err != nil {
+			return err
+		}
+	}
 	_, err := fmt.Fprintln(w, r.Summary())
 	return err
 }
@@ -113,6 +118,9 @@ func Markdown(r *Report, rel func(string) string) string {
 			b.WriteString("- " + ghactions.Text(sharedLine(sh)) + "\n")
 		}
 	}
+	for _, n := range r.Notes {
+		b.WriteString("\n- note: " + ghactions.Text(n) + "\n")
+	}
 	b.WriteString("\n" + ghactions.Text(r.Summary()) + "\n")
 	return b.String()
 }
@@ -142,6 +150,9 @@ func Actions(r *Report, rel func(string) string) ghactions.Report {
 			Level: level, File: rel(it.Pin.File), Line: it.Pin.Line,
 			Title: mark + string(it.Status) + " " + it.Pin.Path, Message: mark + msg,
 		})
+	}
+	for _, n := range r.Notes {
+		rep.Annotations = append(rep.Annotations, ghactions.Annotation{Level: ghactions.Warning, Title: mark + "chartpin drift", Message: mark + n})
 	}
 	rep.Outputs = []ghactions.Output{
 		{Name: "changed", Value: strconv.FormatBool(r.Count(Drift) > 0)},
