@@ -161,7 +161,7 @@ func TestHungAPIServerTimesOut(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if err == nil || failure.Code(err) != 1 || !strings.Contains(err.Error(), "reading release history") || !strings.Contains(err.Error(), "Timeout") {
+		if err == nil || failure.Code(err) != 1 || !strings.Contains(err.Error(), "reading release history") || !strings.Contains(err.Error(), "exceeded") {
 			t.Fatalf("err = %v, want exit 1 from the history read timing out", err)
 		}
 	case <-time.After(time.Minute):
