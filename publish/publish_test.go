@@ -36,7 +36,7 @@ const digestA = "sha256:0a399eb16751829e1af26fea27b20c3ec28d7ab1fb72182879dcae1c
 func writeChart(t *testing.T, dir, version, appVersion, tag string) string {
 	t.Helper()
 	files := map[string]string{
-		"Chart.yaml": fmt.Sprintf("apiVersion: v2\nname: app\ndescription: test chart\ntype: application\nversion: %s\nappVersion: %q\n", version, appVersion),
+		"Chart.yaml":  fmt.Sprintf("apiVersion: v2\nname: app\ndescription: test chart\ntype: application\nversion: %s\nappVersion: %q\n", version, appVersion),
 		"values.yaml": fmt.Sprintf("# images are pinned by chartpin\nimage:\n  repository: ghcr.io/example/ingestor\n  tag: %q\n  digest: %q\nsidecar:\n  image: docker.io/library/busybox:1.36\n", tag, digestA),
 		"templates/deployment.yaml": `apiVersion: apps/v1
 kind: Deployment
@@ -575,4 +575,3 @@ func TestIndexAndOCITogether(t *testing.T) {
 		t.Fatal("index tarball and OCI chart differ")
 	}
 }
-

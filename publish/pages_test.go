@@ -1,0 +1,114 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chartpin/chartpin/gitops"
+	"github.com/chartpin/chartpin/internal/failure"
+)
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
+			t.Fatalf("git is required (CHARTPIN_REQUIRE_INTEGRATION=1): %v", err)
+		}
+		t.Skip("SKIPPING: git not installed (apt-get install git); the gh-pages tests need it")
+	}
+	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=A", "GIT_AUTHOR_EMAIL=a@example.com",
+		"GIT_COMMITTER_NAME=A", "GIT_COMMITTER_EMAIL=a@example.com", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// publishing to a gh-pages branch: a new branch, an append, a prerelease
+// path inside the branch, and a refused overwrite that pushes nothing.
+func TestPagesBranch(t *testing.T) {
+	root := t.TempDir()
+	bare, work := filepath.Join(root, "r.git"), filepath.Join(root, "work")
+	git(t, root, "init", "-q", "--bare", bare)
+	git(t, root, "init", "-q", work)
+	chartDir := writeChart(t, filepath.Join(work, "charts/app"), "1.0.0", "1.0.0", "0.8")
+	git(t, work, "add", ".")
+	git(t, work, "commit", "-qm", "chart")
+	git(t, work, "remote", "add", "origin", bare)
+	git(t, work, "push", "-q", "origin", "main")
+	repo, err := gitops.Open(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := opts(Options{PagesBranch: "gh-pages", Repo: repo, PrereleaseIndex: "prerelease", BaseURL: "https://acme.github.io/charts"})
+	ctx := context.Background()
+
+	r1, err := Publish(ctx, chartDir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Index.Action != Added || r1.Index.Commit == "" || r1.Index.Location != "gh-pages:." {
+		t.Fatalf("first: %+v", r1.Index)
+	}
+	if got := git(t, bare, "ls-tree", "--name-only", "gh-pages"); got != "app-1.0.0.tgz\nindex.yaml" {
+		t.Fatalf("gh-pages tree: %q", got)
+	}
+	if blob, err := exec.Command("git", "-C", bare, "cat-file", "blob", "gh-pages:app-1.0.0.tgz").Output(); err != nil || !bytes.Equal(blob, r1.Package) {
+		t.Fatalf("tarball on gh-pages differs from the package (%v)", err)
+	}
+	if idx := git(t, bare, "show", "gh-pages:index.yaml"); !strings.Contains(idx, "digest: "+r1.Digest) || !strings.Contains(idx, "https://acme.github.io/charts/app-1.0.0.tgz") {
+		t.Fatalf("index on gh-pages:\n%s", idx)
+	}
+
+	writeChart(t, chartDir, "1.1.0-rc.1", "1.1.0-rc.1", "0.9")
+	r2, err := Publish(ctx, chartDir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Index.Location != "gh-pages:prerelease" {
+		t.Fatalf("prerelease went to %s", r2.Index.Location)
+	}
+	writeChart(t, chartDir, "1.0.1", "1.0.1", "0.9")
+	if _, err := Publish(ctx, chartDir, o); err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, bare, "log", "--format=%s", "gh-pages"); got != "publish app 1.0.1\npublish app 1.1.0-rc.1\npublish app 1.0.0" {
+		t.Fatalf("gh-pages history: %q", got)
+	}
+	stable := git(t, bare, "show", "gh-pages:index.yaml")
+	if strings.Contains(stable, "rc.1") || !strings.Contains(stable, "version: 1.0.1") || !strings.Contains(stable, "version: 1.0.0") {
+		t.Fatalf("stable index:\n%s", stable)
+	}
+	if pre := git(t, bare, "show", "gh-pages:prerelease/index.yaml"); !strings.Contains(pre, "version: 1.1.0-rc.1") {
+		t.Fatalf("prerelease index:\n%s", pre)
+	}
+
+	// 1.0.0 again with other bytes: refused, nothing pushed.
+	tip := git(t, bare, "rev-parse", "gh-pages")
+	writeChart(t, chartDir, "1.0.0", "1.0.0", "0.9")
+	_, err = Publish(ctx, chartDir, o)
+	if !errors.Is(err, ErrPublished) || failure.Code(err) != 1 {
+		t.Fatalf("overwrite on gh-pages = %v", err)
+	}
+	if git(t, bare, "rev-parse", "gh-pages") != tip {
+		t.Fatal("refused publish pushed to gh-pages")
+	}
+	// Same bytes as published: a no-op, nothing pushed.
+	writeChart(t, chartDir, "1.0.0", "1.0.0", "0.8")
+	r, err := Publish(ctx, chartDir, o)
+	if err != nil || r.Index.Action != Unchanged || !bytes.Equal(r.Package, r1.Package) {
+		t.Fatalf("identical re-publish = %+v, %v", r.Index, err)
+	}
+	if git(t, bare, "rev-parse", "gh-pages") != tip {
+		t.Fatal("no-op publish pushed to gh-pages")
+	}
+}
