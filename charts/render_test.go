@@ -47,7 +47,9 @@ func (c container) slot() string {
 
 // rendered is one parsed render of the example chart.
 type rendered struct {
-	ns         string
+	ns   string
+	base string // name prefix of the library's objects
+
 	objs       []object
 	targets    *targetsFile // nil when the reconcile is not rendered
 	containers []container
@@ -98,6 +100,9 @@ func render(t *testing.T, ns string, overrides ...string) rendered {
 func renderParsed(t *testing.T, r rendered, manifest string) rendered {
 	t.Helper()
 	r.objs = parseManifest(t, manifest)
+	if r.base == "" {
+		r.base = releaseName + "-example"
+	}
 	for _, o := range r.objs {
 		var spec *corev1.PodSpec
 		switch o.Kind {
@@ -693,7 +698,7 @@ var kindResource = map[string]string{"Deployment": "deployments", "DaemonSet": "
 // Roles render together or not at all, and say exactly what the targets need.
 func checkReconcileObjects(t *testing.T, r rendered) {
 	t.Helper()
-	const name = "rel-example-reconcile"
+	name := r.base + "-reconcile"
 	cjObj, hasCJ := find(r.objs, "CronJob", r.ns, name)
 	_, hasSA := find(r.objs, "ServiceAccount", r.ns, name)
 	_, hasCM := find(r.objs, "ConfigMap", r.ns, name)
@@ -860,7 +865,7 @@ func checkReconcileObjects(t *testing.T, r rendered) {
 // declares, each scoped by name.
 func checkUpgradeObjects(t *testing.T, r rendered) {
 	t.Helper()
-	const name = "rel-example-upgrade"
+	name := r.base + "-upgrade"
 	o, ok := find(r.objs, "CronJob", r.ns, name)
 	if !ok {
 		return
@@ -901,7 +906,7 @@ func checkUpgradeObjects(t *testing.T, r rendered) {
 	// Every upgrade Role must hold every permission of the reconcile Role in
 	// its namespace, or helm upgrade could not re-create that Role.
 	for _, ro := range r.objs {
-		if ro.Kind != "Role" || !strings.HasPrefix(ro.Name, "rel-example-reconcile") {
+		if ro.Kind != "Role" || !strings.HasPrefix(ro.Name, r.base+"-reconcile") {
 			continue
 		}
 		uo, ok := find(r.objs, "Role", ro.Namespace, name+"-"+ro.Namespace)
