@@ -427,14 +427,16 @@ func (r *Repo) Push(ctx context.Context, branch string, commit plumbing.Hash, ba
 
 // authFor returns the auth method for the remote's URL scheme.
 func (r *Repo) authFor() transport.AuthMethod {
-	if r.auth != nil {
-		u, _ := r.RemoteURL()
-		_, isSSH := r.auth.(gitssh.AuthMethod)
-		if isSSHURL(u) == isSSH {
-			return r.auth
-		}
+	if r.auth == nil {
+		return nil
 	}
-	return nil
+	u, _ := r.RemoteURL()
+	_, isSSH := r.auth.(gitssh.AuthMethod)
+	isHTTP := strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")
+	if (isSSH && isSSHURL(u)) || (!isSSH && isHTTP) {
+		return r.auth
+	}
+	return nil // a local path or file:// remote takes no credentials
 }
 
 func isSSHURL(u string) bool {

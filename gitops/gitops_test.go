@@ -450,3 +450,28 @@ func TestPagesBranchAppend(t *testing.T) {
 		t.Fatalf("gh-pages history = %q", got)
 	}
 }
+
+// A token meant for HTTPS is not offered to a local remote (go-git's file
+// transport rejects it), and an SSH key is not offered over HTTPS.
+func TestAuthMatchesRemoteScheme(t *testing.T) {
+	work, _ := fixture(t)
+	if _, err := release(t, open(t, work, WithToken("tok")), "sha256:aaa"); err != nil {
+		t.Fatalf("token with a local remote: %v", err)
+	}
+	r := open(t, work, WithToken("tok"))
+	run(t, work, "remote", "set-url", "origin", "https://example.com/o/r.git")
+	if r.authFor() == nil {
+		t.Fatal("token not used for an https remote")
+	}
+	run(t, work, "remote", "set-url", "origin", "git@example.com:o/r.git")
+	if r.authFor() != nil {
+		t.Fatal("https token offered to an ssh remote")
+	}
+	if _, err := Open(work, WithSSHKey(filepath.Join(t.TempDir(), "missing"), "")); err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := Open(work, WithSSHKey(filepath.Join(t.TempDir(), "missing"), ""))
+	if _, err := bad.Inspect(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "reading ssh key") {
+		t.Fatalf("missing key: %v", err)
+	}
+}
