@@ -270,3 +270,18 @@ func TestFaultCallerGivesUpDuringBackoff(t *testing.T) {
 		t.Errorf("stats %+v, want one HEAD: nothing is sent after the caller gave up", s)
 	}
 }
+
+func TestFaultCallerDeadlineBoundsTheRequest(t *testing.T) {
+	f := newFaultRig(t)
+	f.onManifests("HEAD", always, registrytest.Fault{Delay: time.Minute})
+	r := f.remote(t, resolver.WithRequestTimeout(time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	_, err := r.Resolve(ctx, f.ref)
+	if !errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "attempts") {
+		t.Fatalf("err = %v, want the caller's deadline, not retries", err)
+	}
+	if s := f.exact(t, r); s.HEAD != 1 || s.Retries != 0 {
+		t.Errorf("stats %+v, want one HEAD and no retry past the caller's deadline", s)
+	}
+}

@@ -115,7 +115,13 @@ func WithKeychain(k authn.Keychain) Option {
 
 // WithTransport sets the base HTTP transport (tests use it to inject faults).
 func WithTransport(t http.RoundTripper) Option {
-	return func(o *options) error { o.transport = t; return nil }
+	return func(o *options) error {
+		if t == nil {
+			return fmt.Errorf("transport: want a non-nil http.RoundTripper")
+		}
+		o.transport = t
+		return nil
+	}
 }
 
 // WithRequestTimeout bounds each registry request attempt (default 30s).

@@ -78,7 +78,7 @@ func (r *Remote) Resolve(ctx context.Context, ref string) (Image, error) {
 	img, err := r.heads.do(ctx, src.String(), func() (Image, error) { return r.head(ctx, src) })
 	if err != nil {
 		if src.String() != norm {
-			return Image{}, fmt.Errorf("%s (mirror of %s): %w", displayName(src), norm, err)
+			return Image{}, fmt.Errorf("%s via mirror %s: %w", norm, src.Context().RegistryStr(), err)
 		}
 		return Image{}, err
 	}

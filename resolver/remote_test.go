@@ -325,7 +325,7 @@ func TestMirrorsResolveFromTheServingRegistry(t *testing.T) {
 	origin.PushImage(t, "only-origin", "1")
 	origin.Reset()
 	_, err = r.Resolve(ctx, origin.Host+"/only-origin:1")
-	if !errors.Is(err, resolver.ErrNotFound) || !strings.Contains(err.Error(), mirror.Host+"/only-origin:1") || !strings.Contains(err.Error(), "mirror of "+origin.Host) || origin.Count("") != 0 {
+	if !errors.Is(err, resolver.ErrNotFound) || !strings.Contains(err.Error(), mirror.Host+"/only-origin:1") || !strings.Contains(err.Error(), origin.Host+"/only-origin:1 via mirror "+mirror.Host) || origin.Count("") != 0 {
 		t.Errorf("image missing on the mirror: err = %v; origin saw %d requests", err, origin.Count(""))
 	}
 }
