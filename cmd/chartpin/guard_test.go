@@ -349,3 +349,35 @@ func TestGuardGitHubActions(t *testing.T) {
 		}
 	}
 }
+
+// A file name is repository content too: one crafted to end an annotation
+// early and issue its own command must stay inert.
+func TestGuardHostileFileNameInert(t *testing.T) {
+	r := guardtest.New(t)
+	r.Chart("app", "app", "0.1.0", "0.1.0")
+	r.Base()
+	// Untracked (go-git refuses to commit control characters; git does not).
+	r.Write("app/templates/x\n::error::pwned%0A.yaml", "kind: ConfigMap\n")
+	t.Setenv("GITHUB_ACTIONS", "true")
+	t.Setenv("GITHUB_STEP_SUMMARY", "")
+	t.Setenv("GITHUB_OUTPUT", "")
+	code, out := runCheck(t, "guard", "--base", "origin/main", r.Path("app"))
+	wantExit(t, code, 1, out)
+	stopped := ""
+	var commands []string
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case stopped != "" && line == "::"+stopped+"::":
+			stopped = ""
+		case stopped != "":
+		case strings.HasPrefix(line, "::stop-commands::"):
+			stopped = strings.TrimPrefix(line, "::stop-commands::")
+		case strings.HasPrefix(line, "::"):
+			commands = append(commands, line)
+		}
+	}
+	if len(commands) != 1 || !strings.HasPrefix(commands[0], "::error file=app/Chart.yaml,line=3,") ||
+		!strings.Contains(commands[0], "templates/x%0A::error::pwned%250A.yaml") {
+		t.Errorf("runner sees commands:\n%s", strings.Join(commands, "\n"))
+	}
+}
