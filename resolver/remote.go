@@ -77,7 +77,7 @@ func (r *Remote) Resolve(ctx context.Context, ref string) (Image, error) {
 	// Keyed by the queried ref: a digest from one registry is never reused for another.
 	img, err := r.heads.do(ctx, src.String(), func() (Image, error) { return r.head(ctx, src) })
 	if err != nil {
-		if src.String() != norm {
+		if displayName(src) != norm {
 			return Image{}, fmt.Errorf("%s via mirror %s: %w", norm, src.Context().RegistryStr(), err)
 		}
 		return Image{}, err

@@ -455,3 +455,26 @@ func TestCancelledAnswerIsNotKept(t *testing.T) {
 		t.Fatalf("the next caller got the cancelled answer: %+v, %v", img, err)
 	}
 }
+
+// failingTransport records each URL and fails without touching the network.
+type failingTransport struct{ urls []string }
+
+func (f *failingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	f.urls = append(f.urls, req.URL.String())
+	return nil, errors.New("no network in this test")
+}
+
+func TestDockerHubRefsGoToIndexDockerIOOverHTTPS(t *testing.T) {
+	ft := &failingTransport{}
+	r, err := resolver.New(resolver.WithTransport(ft), resolver.WithRetry(1, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Resolve(context.Background(), "nginx:1.27")
+	if err == nil || !strings.Contains(err.Error(), "docker.io/library/nginx:1.27") || strings.Contains(err.Error(), "via mirror") {
+		t.Errorf("err = %v, want one naming docker.io/library/nginx:1.27 and no mirror", err)
+	}
+	if strings.Join(ft.urls, " ") != "https://index.docker.io/v2/" {
+		t.Errorf("requests %v, want one https ping of index.docker.io", ft.urls)
+	}
+}
