@@ -298,6 +298,10 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 		}
 	}
 	// Everything is on the newest digest now: the next tick only reads.
+	// (Clearing the counter bumped each Deployment's generation, as any
+	// annotation change does; wait for the controller to observe it, as the
+	// 15 minutes between two CronJob ticks would.)
+	ctl.waitObserved(t)
 	res, err = tick()
 	if err != nil {
 		t.Fatal(err)
@@ -307,6 +311,9 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 		t.Errorf("second tick: patched %v, requests %v; want reads only", res.Patched, calls)
 	}
 	t.Logf("second tick: API requests %v", calls)
+	for _, d := range res.Decisions {
+		t.Logf("second tick: %s %s %s", d.Target, d.Action, d.Reason)
+	}
 
 	// A new build whose rollout never completes: attempt counted, exit 1.
 	latest["chartpin/resource-monitor"] = reg.PushIndex(t, "chartpin/resource-monitor", "dev", "linux/amd64", "linux/arm64")
@@ -426,6 +433,23 @@ func (fc *fakeControllers) run() (stop func()) {
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+func (fc *fakeControllers) waitObserved(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, k := range chartWorkloads {
+		for {
+			w, err := getWorkload(context.Background(), fc.c, k)
+			if err == nil && w.observed >= w.generation {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: controller never observed the last generation (%v)", k, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 func (fc *fakeControllers) step(ctx context.Context, k workloadKey) {
