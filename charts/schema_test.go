@@ -1,7 +1,9 @@
 package charts_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -193,5 +195,55 @@ func TestPackage(t *testing.T) {
 	}
 	if !strings.Contains(manifest, "kind: CronJob") || !strings.Contains(manifest, "targets.yaml") {
 		t.Error("the packaged example renders no reconcile")
+	}
+}
+
+// TestVendoredLibrary: charts/example/charts/chartpin-lib is a byte-exact copy
+// of charts/chartpin-lib, so the example installs, packages and publishes from
+// the repository tree without `helm dependency build`, and a library change
+// shows up as a change of the example (which chartpin guard then requires to
+// bump). The example loaded from the tree renders exactly as the one whose
+// file:// dependency Helm resolved.
+func TestVendoredLibrary(t *testing.T) {
+	const fix = "copy it again: rm -r charts/example/charts/chartpin-lib && cp -r charts/chartpin-lib charts/example/charts/"
+	src, dst := "chartpin-lib", "example/charts/chartpin-lib"
+	files := map[string]bool{}
+	for _, dir := range []string{src, dst} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(dir, path)
+			files[rel] = true
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%v; %s", err, fix)
+		}
+	}
+	for rel := range files {
+		a, errA := os.ReadFile(filepath.Join(src, rel))
+		b, errB := os.ReadFile(filepath.Join(dst, rel))
+		if errA != nil || errB != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s differs between %s and %s; %s", rel, src, dst, fix)
+		}
+	}
+
+	tree, err := loader.Load("example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, vals := range []string{unpinned, unpinned + "\nenv: dev\nglobal: {imageRegistry: mirror.local:5000}"} {
+		fromTree, _, err := installDryRun(tree, releaseNs, parseValues(t, vals))
+		if err != nil {
+			t.Fatalf("rendering charts/example from the tree: %v", err)
+		}
+		built, _, err := installDryRun(loadExample(t), releaseNs, parseValues(t, vals))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fromTree != built {
+			t.Errorf("charts/example renders differently from the tree and from its resolved file:// dependency")
+		}
 	}
 }
