@@ -80,7 +80,7 @@ type Action string
 const (
 	Added     Action = "added"
 	Pushed    Action = "pushed"
-	Unchanged Action = "already published, identical bytes"
+	Unchanged Action = "unchanged" // already published with identical bytes
 )
 
 // Result describes a publish.
@@ -101,22 +101,22 @@ type Result struct {
 // IndexResult is what happened to the Helm repository index.
 type IndexResult struct {
 	// Location is the directory, or branch:path for a git branch.
-	Location string
-	Action   Action
+	Location string `json:"location"`
+	Action   Action `json:"action"`
 	// Entries is the number of chart versions in the index after the write.
-	Entries int
+	Entries int `json:"entries"`
 	// Unverified counts entries whose tarball lives elsewhere (not checked).
-	Unverified int
+	Unverified int `json:"unverified,omitempty"`
 	// Commit is the gh-pages commit, when one was pushed.
-	Commit string
+	Commit string `json:"commit,omitempty"`
 }
 
 // OCIResult is what happened at the OCI registry.
 type OCIResult struct {
-	Ref    string
-	Action Action
+	Ref    string `json:"ref"`
+	Action Action `json:"action"`
 	// ManifestDigest of the pushed (or found) manifest.
-	ManifestDigest string
+	ManifestDigest string `json:"manifestDigest"`
 }
 
 // Publish packages chartDir and ships it to every target in opts.

@@ -129,6 +129,14 @@ func publishView(r *publish.Result) publishJSON {
 		Filename: r.Filename, Digest: "sha256:" + r.Digest, Signed: r.Provenance != nil, Index: r.Index, OCI: r.OCI}
 }
 
+// said spells an action out for a terminal.
+func said(a publish.Action) string {
+	if a == publish.Unchanged {
+		return "already published with identical bytes, nothing written"
+	}
+	return string(a)
+}
+
 func writePublishText(w io.Writer, r *publish.Result) error {
 	kind := "stable"
 	if r.Prerelease {
@@ -138,7 +146,7 @@ func writePublishText(w io.Writer, r *publish.Result) error {
 		return err
 	}
 	if r.Index != nil {
-		fmt.Fprintf(w, "index %s: %s (%d entries", r.Index.Location, r.Index.Action, r.Index.Entries)
+		fmt.Fprintf(w, "index %s: %s (%d entries", r.Index.Location, said(r.Index.Action), r.Index.Entries)
 		if r.Index.Unverified > 0 {
 			fmt.Fprintf(w, ", %d hosted elsewhere not checked", r.Index.Unverified)
 		}
@@ -149,7 +157,7 @@ func writePublishText(w io.Writer, r *publish.Result) error {
 		fmt.Fprintln(w)
 	}
 	if r.OCI != nil {
-		fmt.Fprintf(w, "%s: %s (manifest %s)\n", r.OCI.Ref, r.OCI.Action, r.OCI.ManifestDigest)
+		fmt.Fprintf(w, "%s: %s (manifest %s)\n", r.OCI.Ref, said(r.OCI.Action), r.OCI.ManifestDigest)
 	}
 	return nil
 }

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/pullrequest/fakegithub"
+)
+
+const releaseToken = "ghs_cli-release-token"
+
+func runReleaseCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out bytes.Buffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &out, &out
+	err := app.RunContext(context.Background(), append([]string{"chartpin"}, args...))
+	if err != nil {
+		out.WriteString("error: " + err.Error() + "\n")
+	}
+	return failure.Code(err), out.String()
+}
+
+func gitCLI(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
+			t.Fatalf("git is required (CHARTPIN_REQUIRE_INTEGRATION=1): %v", err)
+		}
+		t.Skip("SKIPPING: git not installed (apt-get install git)")
+	}
+	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=A", "GIT_AUTHOR_EMAIL=a@example.com",
+		"GIT_COMMITTER_NAME=A", "GIT_COMMITTER_EMAIL=a@example.com", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// releaseRepo is a checkout with a chart and a local bare remote, plus a
+// digest lock file so the run resolves offline.
+func releaseRepo(t *testing.T) (work, bare, lock string) {
+	t.Helper()
+	root := t.TempDir()
+	bare, work = filepath.Join(root, "r.git"), filepath.Join(root, "work")
+	gitCLI(t, root, "init", "-q", "--bare", bare)
+	gitCLI(t, root, "init", "-q", work)
+	files := map[string]string{
+		"charts/app/Chart.yaml":  "apiVersion: v2\nname: app\nversion: 0.3.0\nappVersion: \"0.3.0\"\n",
+		"charts/app/values.yaml": "image:\n  repository: registry.example.com/team/app\n  tag: \"2.1\"\n  digest: \"\"\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(work, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitCLI(t, work, "add", ".")
+	gitCLI(t, work, "commit", "-qm", "chart")
+	gitCLI(t, work, "remote", "add", "origin", bare)
+	gitCLI(t, work, "push", "-q", "origin", "main")
+	lock = filepath.Join(root, "digests.yaml")
+	os.WriteFile(lock, []byte("registry.example.com/team/app:2.1: sha256:"+strings.Repeat("ab", 32)+"\n"), 0o644)
+	return work, bare, lock
+}
+
+func TestReleaseCommand(t *testing.T) {
+	work, bare, lock := releaseRepo(t)
+	gh := fakegithub.New("acme", "charts", releaseToken)
+	t.Cleanup(gh.Close)
+	t.Chdir(work)
+	outputs := filepath.Join(t.TempDir(), "outputs")
+	t.Setenv("GITHUB_ACTIONS", "true")
+	t.Setenv("GITHUB_OUTPUT", outputs)
+	t.Setenv("GITHUB_STEP_SUMMARY", filepath.Join(t.TempDir(), "summary"))
+	args := []string{"release", "--digests", lock, "--github-api", gh.URL, "--repo", "acme/charts", "--label", "release", "charts/app"}
+
+	t.Setenv("GITHUB_TOKEN", "")
+	if code, out := runReleaseCLI(t, args...); code != 2 || !strings.Contains(out, "GITHUB_TOKEN is not set") {
+		t.Fatalf("without a token: exit %d\n%s", code, out)
+	}
+	t.Setenv("GITHUB_TOKEN", releaseToken)
+
+	code, out := runReleaseCLI(t, append([]string{"release", "--dry-run"}, args[1:]...)...)
+	if code != 0 || !strings.Contains(out, "would open a pull request") || !strings.Contains(out, "+  digest: \"sha256:abab") {
+		t.Fatalf("dry run: exit %d\n%s", code, out)
+	}
+	if gitCLI(t, bare, "branch", "--list", "chartpin/pins") != "" {
+		t.Fatal("dry run pushed")
+	}
+
+	code, out = runReleaseCLI(t, args...)
+	if code != 0 || !strings.Contains(out, "pushed chartpin/pins") || !strings.Contains(out, "pull request #1 created: https://github.com/acme/charts/pull/1") {
+		t.Fatalf("release: exit %d\n%s", code, out)
+	}
+	if strings.Contains(out, releaseToken) {
+		t.Fatal("output contains the token")
+	}
+	if got := gitCLI(t, bare, "show", "chartpin/pins:charts/app/Chart.yaml"); !strings.Contains(got, "version: 0.3.1") {
+		t.Fatalf("branch Chart.yaml:\n%s", got)
+	}
+	o, _ := os.ReadFile(outputs)
+	if !strings.Contains(string(o), "pr-number<<") || !strings.Contains(string(o), "\n1\n") || !strings.Contains(string(o), "changed<<") {
+		t.Fatalf("step outputs:\n%s", o)
+	}
+
+	gh.Reset()
+	code, out = runReleaseCLI(t, args...)
+	if code != 0 || !strings.Contains(out, "already up to date on the remote: not pushed") || !strings.Contains(out, "pull request #1 unchanged") {
+		t.Fatalf("re-run: exit %d\n%s", code, out)
+	}
+	if n := len(gh.Calls()); n != 1 {
+		t.Fatalf("re-run made %d GitHub calls, want 1: %v", n, gh.Sequence())
+	}
+
+	if code, out := runReleaseCLI(t, "release", "--committer", "nobody", "charts/app"); code != 2 || !strings.Contains(out, "NAME <EMAIL>") {
+		t.Fatalf("bad committer: exit %d\n%s", code, out)
+	}
+	if code, out := runReleaseCLI(t, "release", "--repo", "justone", "charts/app"); code != 2 || !strings.Contains(out, "OWNER/NAME") {
+		t.Fatalf("bad --repo: exit %d\n%s", code, out)
+	}
+}
+
+func TestPublishCommand(t *testing.T) {
+	work, _, _ := releaseRepo(t)
+	chart := filepath.Join(work, "charts/app")
+	repo := filepath.Join(t.TempDir(), "repo")
+	code, out := runReleaseCLI(t, "publish", "--index-dir", repo, "--base-url", "https://charts.example.com", chart)
+	if code != 0 || !strings.Contains(out, "app 0.3.0 (stable), app-0.3.0.tgz sha256:") || !strings.Contains(out, "added (1 entries)") {
+		t.Fatalf("publish: exit %d\n%s", code, out)
+	}
+	code, out = runReleaseCLI(t, "publish", "--index-dir", repo, "-o", "json", chart)
+	if code != 0 || !strings.Contains(out, `"action": "unchanged"`) {
+		t.Fatalf("re-publish: exit %d\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"publish", "--index-dir", repo, "--version", "0.3.1", chart}, 2, "disagrees with"},
+		{[]string{"publish", chart}, 2, "nothing to publish to"},
+		{[]string{"publish", "--index-dir", repo}, 2, "exactly one CHART_DIR"},
+		{[]string{"publish", "--index-dir", repo, "--sign", chart}, 2, "--sign needs --key"},
+		{[]string{"publish", "--oci", "ghcr.io/x", chart}, 2, "want oci://HOST/PATH"},
+	} {
+		if code, out := runReleaseCLI(t, tc.args...); code != tc.code || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: exit %d\n%s", tc.args, code, out)
+		}
+	}
+	os.WriteFile(filepath.Join(chart, "values.yaml"), []byte("image:\n  repository: registry.example.com/team/app\n  tag: \"2.2\"\n  digest: \"\"\n"), 0o644)
+	if code, out := runReleaseCLI(t, "publish", "--index-dir", repo, chart); code != 1 || !strings.Contains(out, "never overwrites") {
+		t.Fatalf("overwrite: exit %d\n%s", code, out)
+	}
+}
