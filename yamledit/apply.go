@@ -43,12 +43,12 @@ func (f *File) Apply(edits ...Edit) ([]byte, error) {
 		}
 		if prev, ok := byNode[e.Node]; ok {
 			if prev != e.Value {
-				return nil, failure.Input(fmt.Errorf("%s: two edits of %s want %q and %q", f.Pos(e.Node), f.Path(e.Node), prev, e.Value))
+				return nil, failure.Input(fmt.Errorf("%s: two edits of %s want %q and %q", f.Pos(e.Node), label(f.Path(e.Node)), prev, e.Value))
 			}
 			continue
 		}
 		if !utf8.ValidString(e.Value) {
-			return nil, failure.Input(fmt.Errorf("%s: %s: new value %q is not valid UTF-8", f.Pos(e.Node), f.Path(e.Node), e.Value))
+			return nil, failure.Input(fmt.Errorf("%s: %s: new value %q is not valid UTF-8", f.Pos(e.Node), label(f.Path(e.Node)), e.Value))
 		}
 		s, err := f.Scalar(e.Node)
 		if err != nil {
@@ -242,7 +242,7 @@ func comments(n *yaml.Node, out []string) []string {
 
 func (f *File) same(a, b *yaml.Node, edits map[*yaml.Node]string) error {
 	fail := func(what string) error {
-		return fmt.Errorf("%s: %s: %w: %s after the edit; nothing written", f.Pos(a), f.Path(a), ErrVerify, what)
+		return fmt.Errorf("%s: %s: %w: %s after the edit; nothing written", f.Pos(a), label(f.Path(a)), ErrVerify, what)
 	}
 	if a.Kind != b.Kind {
 		return fail(fmt.Sprintf("%s became %s", kindName(a), kindName(b)))

@@ -41,19 +41,19 @@ func (f *File) Scalar(n *yaml.Node) (Scalar, error) {
 	case yaml.AliasNode:
 		t := deref(n)
 		if t == nil || t.Kind != yaml.ScalarNode {
-			return s, failure.Input(fmt.Errorf("%s: %s: %w (alias of %s)", f.Pos(n), inf.path, ErrNotScalar, kindName(t)))
+			return s, failure.Input(fmt.Errorf("%s: %s: %w (alias of %s)", f.Pos(n), label(inf.path), ErrNotScalar, kindName(t)))
 		}
 		s.Value = t.Value
-		return s, failure.Input(fmt.Errorf("%s: %s is the alias *%s: %w; its value is written once at the anchor &%s at %s", f.Pos(n), inf.path, n.Value, ErrUnsupported, n.Value, f.Pos(t)))
+		return s, failure.Input(fmt.Errorf("%s: %s is the alias *%s: %w; its value is written once at the anchor &%s at %s", f.Pos(n), label(inf.path), n.Value, ErrUnsupported, n.Value, f.Pos(t)))
 	default:
-		return s, failure.Input(fmt.Errorf("%s: %s: %w (%s)", f.Pos(n), inf.path, ErrNotScalar, kindName(n)))
+		return s, failure.Input(fmt.Errorf("%s: %s: %w (%s)", f.Pos(n), label(inf.path), ErrNotScalar, kindName(n)))
 	}
 	if s.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
-		return s, failure.Input(fmt.Errorf("%s: %s is a block scalar (| or >): %w; write it as a one-line value to let chartpin edit it", f.Pos(n), inf.path, ErrUnsupported))
+		return s, failure.Input(fmt.Errorf("%s: %s is a block scalar (| or >): %w; write it as a one-line value to let chartpin edit it", f.Pos(n), label(inf.path), ErrUnsupported))
 	}
 	start, end, err := f.span(n, inf.flow)
 	if err != nil {
-		return s, failure.Input(fmt.Errorf("%s: %s: %w", f.Pos(n), inf.path, err))
+		return s, failure.Input(fmt.Errorf("%s: %s: %w", f.Pos(n), label(inf.path), err))
 	}
 	s.Start, s.End = start, end
 	return s, nil

@@ -489,3 +489,11 @@ func kindName(n *yaml.Node) string {
 	}
 	return "a scalar"
 }
+
+// label names a path in a message.
+func label(path string) string {
+	if path == "" {
+		return "the document root"
+	}
+	return path
+}
