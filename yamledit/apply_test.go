@@ -41,6 +41,7 @@ func TestApplyStyles(t *testing.T) {
 		{"flow mapping without spaces", "image: {repository: x,tag: y}\n", "image.repository", "z", "image: {repository: z,tag: y}\n"},
 		{"flow mapping value needing quotes", "image: {repository: x, tag: y}\n", "image.tag", "a,b", "image: {repository: x, tag: \"a,b\"}\n"},
 		{"flow mapping empty value", "image: {digest: , tag: y}\n", "image.digest", "sha256:1", "image: {digest: sha256:1, tag: y}\n"},
+		{"flow mapping over lines", "image: {\n  repository: x, # r\n  tag: \"y\"\n}\n", "image.tag", "v2", "image: {\n  repository: x, # r\n  tag: \"v2\"\n}\n"},
 		{"flow sequence", "args: [a, 'b', \"c\"]\n", "args[1]", "x", "args: [a, 'x', \"c\"]\n"},
 		{"flow sequence plain", "args: [a, b]\n", "args[1]", "x", "args: [a, x]\n"},
 		{"anchored value", "a: &v v1 # c\nb: *v\n", "a", "v2", "a: &v v2 # c\nb: *v\n"},
