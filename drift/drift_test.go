@@ -389,3 +389,30 @@ func TestConfigSettlesWhatDiscoveryRefuses(t *testing.T) {
 		t.Errorf("items %+v notes %q", rep.Items, rep.Notes)
 	}
 }
+
+// An acknowledge entry may also name the digest being kept: the pin holds
+// until the date, whatever the float does.
+func TestAcknowledgeThePinKept(t *testing.T) {
+	reg := registrytest.New(t)
+	f := writeChart(t, &reg.Pusher, reg.Host)
+	cfg, err := config.Parse(filepath.Join(f.dir, "chartpin.yaml"), []byte("charts:\n  - dir: .\n    acknowledge:\n"+
+		"      - at: images.worker\n        digest: "+f.workerOld+"\n        until: 2027-01-31\n        reason: keep until the migration\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}},
+		drift.WithClock(func() time.Time { return time.Date(2027, 1, 15, 0, 0, 0, 0, time.UTC) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := byPath(t, rep)["images.worker.digest"]; w.Status != drift.Acknowledged {
+		t.Errorf("worker: %s %q", w.Status, w.Message)
+	}
+	if rep.Findings() != 2 { // gone and orphan remain
+		t.Errorf("findings %d: %s", rep.Findings(), rep.Summary())
+	}
+}

@@ -50,11 +50,13 @@ type Result struct {
 	// working-tree content differs from it (those changes were compared too).
 	Head        string   `json:"head"`
 	Uncommitted []string `json:"uncommitted,omitempty"`
-	Charts      []Chart  `json:"charts"`
+	// Compared says in one line what was compared with what.
+	Compared string  `json:"compared"`
+	Charts   []Chart `json:"charts"`
 }
 
-// Compared says in one line what was compared with what.
-func (r *Result) Compared() string {
+// compared says in one line what was compared with what.
+func (r *Result) compared() string {
 	s := fmt.Sprintf("compared %s (%s) with the working tree at HEAD %s", r.Base, short(r.BaseCommit), short(r.Head))
 	if len(r.Uncommitted) > 0 {
 		return s + ", uncommitted changes included (" + strings.Join(r.Uncommitted, ", ") + ")"
@@ -80,7 +82,7 @@ func (r *Result) Err() error {
 	var names []string
 	for _, c := range r.Charts {
 		if len(c.Findings) > 0 {
-			names = append(names, c.Dir)
+			names = append(names, quote(c.Dir))
 		}
 	}
 	return fmt.Errorf("guard: %w: %d in %s", failure.ErrFindings, len(f), strings.Join(names, ", "))
@@ -208,6 +210,7 @@ func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, erro
 		}
 		res.Charts = append(res.Charts, c)
 	}
+	res.Compared = res.compared()
 	return res, nil
 }
 

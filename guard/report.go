@@ -12,7 +12,7 @@ import (
 
 // WriteText prints the result for a terminal or a CI log.
 func WriteText(w io.Writer, r *Result) error {
-	if _, err := fmt.Fprintf(w, "guard: %s\n", r.Compared()); err != nil {
+	if _, err := fmt.Fprintf(w, "guard: %s\n", r.Compared); err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -74,7 +74,7 @@ func detail(c Chart) string {
 func Markdown(r *Result) string {
 	var b strings.Builder
 	b.WriteString("### chartpin guard\n\n")
-	b.WriteString(ghactions.Text(r.Compared()) + "\n\n")
+	b.WriteString(ghactions.Text(r.Compared) + "\n\n")
 	b.WriteString("| chart | state | version | files |\n|---|---|---|---|\n")
 	for _, c := range r.Charts {
 		state := string(c.State)

@@ -59,22 +59,28 @@ func runDrift(c *cli.Context) error {
 		return err
 	}
 	gh := ghactions.FromEnv(os.Getenv)
-	err = gh.Untrusted(c.App.Writer, func(w io.Writer) error {
-		switch out {
-		case "json":
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(rep)
-		case "markdown":
-			_, err := io.WriteString(w, drift.Markdown(rep, relToCwd))
-			return err
-		}
-		return drift.WriteText(w, rep, relToCwd)
-	})
+	// JSON stays machine-readable: no stop-commands around it (a JSON line
+	// cannot start with "::"), and the annotations go to stderr, which the
+	// runner reads for workflow commands too.
+	annotations := c.App.Writer
+	if out == "json" {
+		annotations = c.App.ErrWriter
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = gh.Untrusted(c.App.Writer, func(w io.Writer) error {
+			if out == "markdown" {
+				_, err := io.WriteString(w, drift.Markdown(rep, relToCwd))
+				return err
+			}
+			return drift.WriteText(w, rep, relToCwd)
+		})
+	}
 	if err != nil {
 		return err
 	}
-	if err := gh.Emit(c.App.Writer, drift.Actions(rep, gh.RelPath)); err != nil {
+	if err := gh.Emit(annotations, drift.Actions(rep, gh.RelPath)); err != nil {
 		return err
 	}
 	return rep.Err()

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/registrytest"
 )
 
@@ -136,5 +140,37 @@ func TestDriftGitHubActionsInjection(t *testing.T) {
 	}
 	if !strings.Contains(string(s), "**UNWATCHABLE**") {
 		t.Errorf("summary:\n%s", s)
+	}
+}
+
+// With --output json inside Actions, stdout is exactly the JSON document and
+// the annotations go to stderr.
+func TestDriftJSONStaysParseableInActions(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("cd", 32)
+	dir := driftChart(t, "image:\n  repository: ghcr.io/example/app\n  tag: \"1.0\"\n  digest: "+digest+"\n")
+	lock := filepath.Join(t.TempDir(), "lock.yaml")
+	os.WriteFile(lock, []byte("ghcr.io/example/app:1.0: sha256:"+strings.Repeat("ef", 32)+"\n"), 0o644)
+	t.Setenv("GITHUB_ACTIONS", "true")
+	t.Setenv("GITHUB_STEP_SUMMARY", "")
+	t.Setenv("GITHUB_OUTPUT", "")
+	var stdout, stderr bytes.Buffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &stdout, &stderr
+	err := app.RunContext(context.Background(), []string{"chartpin", "drift", "--digests", lock, "-o", "json", dir})
+	wantExit(t, failure.Code(err), 1, stdout.String()+stderr.String())
+	var rep struct {
+		Offline bool `json:"offline"`
+		Items   []struct {
+			Status string `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, stdout.String())
+	}
+	if !rep.Offline || len(rep.Items) != 1 || rep.Items[0].Status != "DRIFT" {
+		t.Errorf("json: %+v", rep)
+	}
+	if !strings.HasPrefix(stderr.String(), "::error file=") || !strings.Contains(stderr.String(), "title=OFFLINE DRIFT image.digest") {
+		t.Errorf("stderr:\n%s", stderr.String())
 	}
 }

@@ -68,22 +68,28 @@ func runGuard(c *cli.Context) error {
 		return err
 	}
 	gh := ghactions.FromEnv(os.Getenv)
-	err = gh.Untrusted(c.App.Writer, func(w io.Writer) error {
-		switch out {
-		case "json":
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
-		case "markdown":
-			_, err := io.WriteString(w, guard.Markdown(res))
-			return err
-		}
-		return guard.WriteText(w, res)
-	})
+	// JSON stays machine-readable: no stop-commands around it (a JSON line
+	// cannot start with "::"), and the annotations go to stderr, which the
+	// runner reads for workflow commands too.
+	annotations := c.App.Writer
+	if out == "json" {
+		annotations = c.App.ErrWriter
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(res)
+	} else {
+		err = gh.Untrusted(c.App.Writer, func(w io.Writer) error {
+			if out == "markdown" {
+				_, err := io.WriteString(w, guard.Markdown(res))
+				return err
+			}
+			return guard.WriteText(w, res)
+		})
+	}
 	if err != nil {
 		return err
 	}
-	if err := gh.Emit(c.App.Writer, guard.Actions(res)); err != nil {
+	if err := gh.Emit(annotations, guard.Actions(res)); err != nil {
 		return err
 	}
 	return res.Err()

@@ -381,3 +381,32 @@ func TestGuardHostileFileNameInert(t *testing.T) {
 		t.Errorf("runner sees commands:\n%s", strings.Join(commands, "\n"))
 	}
 }
+
+// A git object guard needs and cannot read fails the check with a message;
+// it is never taken for "nothing changed" (lesson 10).
+func TestGuardUnreadableGitObjectFails(t *testing.T) {
+	r := guardtest.New(t)
+	r.Chart("app", "app", "0.1.0", "0.1.0")
+	base := r.Base()
+	c, err := r.Git.CommitObject(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := tree.Tree("app/templates")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sub.Hash.String()
+	if err := os.Remove(filepath.Join(r.Dir, ".git", "objects", h[:2], h[2:])); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runCheck(t, "guard", "--base", "origin/main", r.Path("app"))
+	wantExit(t, code, 1, out)
+	if !strings.Contains(out, "reading app at --base") || !strings.Contains(out, "templates") {
+		t.Errorf("output:\n%s", out)
+	}
+}
