@@ -33,7 +33,7 @@ var (
 
 // env is one test cluster (fake clientset) and one registry.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	reg    *registrytest.Registry
 	client *fake.Clientset
 	logs   *bytes.Buffer
@@ -45,9 +45,9 @@ type env struct {
 	stuck map[string]bool
 }
 
-func newEnv(t *testing.T, objs ...runtime.Object) *env {
+func newEnv(t testing.TB, objs ...runtime.Object) *env {
 	t.Helper()
-	e := &env{t: t, reg: registrytest.New(t), client: fake.NewClientset(objs...), logs: &bytes.Buffer{}, stuck: map[string]bool{}}
+	e := &env{t: t, reg: registrytest.New(t), client: fake.NewSimpleClientset(objs...), logs: &bytes.Buffer{}, stuck: map[string]bool{}}
 	e.controller()
 	return e
 }
