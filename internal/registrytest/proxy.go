@@ -54,17 +54,16 @@ func NewProxy(t testing.TB, target string) *Proxy {
 		p.seen++
 		p.inFlight++
 		p.maxIn = max(p.maxIn, p.inFlight)
-		n, delay, fn := p.seen, p.delay, p.fault
+		delay, f := p.delay, Fault{}
+		if p.fault != nil {
+			f = p.fault(p.seen, req)
+		}
 		p.mu.Unlock()
 		defer func() {
 			p.mu.Lock()
 			p.inFlight--
 			p.mu.Unlock()
 		}()
-		f := Fault{}
-		if fn != nil {
-			f = fn(n, req)
-		}
 		if !wait(req, delay+f.Delay) {
 			return
 		}
@@ -105,7 +104,8 @@ func (p *Proxy) SetDelay(d time.Duration) {
 }
 
 // Inject decides a Fault for every request from now on; n counts the
-// requests the proxy has seen, from 1. nil forwards everything.
+// requests the proxy has seen, from 1. fn runs under the proxy's lock, one
+// request at a time, so it may keep state. nil forwards everything.
 func (p *Proxy) Inject(fn func(n int, req *http.Request) Fault) {
 	p.mu.Lock()
 	p.fault = fn
