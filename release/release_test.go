@@ -416,3 +416,31 @@ func TestDryRunWritesNothing(t *testing.T) {
 		t.Fatal("dry run pushed")
 	}
 }
+
+// actions/checkout clones with depth 1 by default: the release must commit
+// and push from a shallow clone too.
+func TestShallowCheckout(t *testing.T) {
+	w := newWorld(t)
+	full := w.clone(t)
+	run(t, full, "commit", "-q", "--allow-empty", "-m", "second")
+	run(t, full, "commit", "-q", "--allow-empty", "-m", "third")
+	run(t, full, "-c", "http.extraHeader=Authorization: Basic "+basic(), "push", "-q", "origin", "main")
+	dir := filepath.Join(t.TempDir(), "shallow")
+	run(t, filepath.Dir(dir), "-c", "http.extraHeader=Authorization: Basic "+basic(), "clone", "-q", "--depth", "1", w.url, dir)
+	if got := run(t, dir, "rev-parse", "--is-shallow-repository"); got != "true" {
+		t.Fatalf("clone is not shallow: %s", got)
+	}
+	rep, err := Run(context.Background(), w.options(t, dir, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Pushed || rep.PR.Action != pullrequest.Created {
+		t.Fatalf("shallow run: %+v", rep)
+	}
+	if got := run(t, w.bare, "log", "--format=%s", "-2", "chartpin/pins"); !strings.HasPrefix(got, "chart(app 1.0.1)") || !strings.HasSuffix(got, "third") {
+		t.Fatalf("branch history: %q", got)
+	}
+	if out := run(t, w.bare, "fsck", "--strict"); strings.Contains(out, "missing") || strings.Contains(out, "error") {
+		t.Fatalf("fsck: %s", out)
+	}
+}
