@@ -131,7 +131,7 @@ type options struct {
 // directory or absolute) instead of walking the repository for Chart.yaml.
 func WithDirs(dirs ...string) Option { return func(o *options) { o.dirs = dirs } }
 
-// WithConfig takes the charts and their appVersion policy from chartpin.yaml.
+// WithConfig adds the configured charts to those found by walking, with their appVersion policy.
 func WithConfig(f *config.File) Option { return func(o *options) { o.cfg = f } }
 
 // WithIndex refuses a version already in this index.yaml (http(s) URL or file).
@@ -208,6 +208,7 @@ func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, erro
 		if dirty {
 			res.Uncommitted = append(res.Uncommitted, d)
 		}
+		g.o.logger.Debug("guard", "chart", d, "state", c.State, "files", len(c.Files), "findings", len(c.Findings), "uncommitted", dirty)
 		res.Charts = append(res.Charts, c)
 	}
 	res.Compared = res.compared()
@@ -373,15 +374,9 @@ func (g *guard) chartDirs(baseTree *object.Tree) ([]string, error) {
 			}
 			dirs = append(dirs, rel)
 		}
-	case g.o.cfg != nil:
-		for _, c := range g.o.cfg.Charts {
-			rel, err := g.rel(c.Dir)
-			if err != nil {
-				return nil, err
-			}
-			dirs = append(dirs, rel)
-		}
 	default:
+		// Walk now and at base, so added and removed charts are seen; a
+		// configured chart is checked even where the walk would skip it.
 		seen := map[string]bool{}
 		now, err := walkDisk(g.root)
 		if err != nil {
@@ -390,6 +385,15 @@ func (g *guard) chartDirs(baseTree *object.Tree) ([]string, error) {
 		then, err := walkTree(g.repo, baseTree)
 		if err != nil {
 			return nil, err
+		}
+		if g.o.cfg != nil {
+			for _, c := range g.o.cfg.Charts {
+				rel, err := g.rel(c.Dir)
+				if err != nil {
+					return nil, err
+				}
+				now = append(now, rel)
+			}
 		}
 		for _, d := range append(now, then...) {
 			if !seen[d] {
