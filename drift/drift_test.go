@@ -416,3 +416,54 @@ func TestAcknowledgeThePinKept(t *testing.T) {
 		t.Errorf("findings %d: %s", rep.Findings(), rep.Summary())
 	}
 }
+
+// A versions range is watched against the highest tag in range, not the
+// float (lesson 3: the float 0.8 moved past the ceiling 0.8.4); a follower
+// is watched against the image it follows.
+func TestVersionsRangeAndFollows(t *testing.T) {
+	reg := registrytest.New(t)
+	reg.PushIndex(t, "team/ingestor", "0.8.3", "linux/amd64")
+	d84 := reg.PushIndex(t, "team/ingestor", "0.8.4", "linux/amd64")
+	d88 := reg.PushIndex(t, "team/ingestor", "0.8.8", "linux/amd64")
+	reg.Tag(t, "team/ingestor", d88, "0.8")
+	jm := reg.PushIndex(t, "team/jobs", "1.2", "linux/amd64")
+	dir := t.TempDir()
+	values := "images:\n  ingestor:\n    repository: " + reg.Host + "/team/ingestor\n    tag: \"0.8\"\n    prodDigest: " + d84 + "\n" +
+		"  jobsManager:\n    repository: " + reg.Host + "/team/jobs\n    tag: \"1.2\"\n    digest: " + jm + "\n" +
+		"  requestsProxy:\n    digest: " + jm + "\n"
+	os.WriteFile(filepath.Join(dir, "values.yaml"), []byte(values), 0o644)
+	cfg, err := config.Parse(filepath.Join(dir, "chartpin.yaml"), []byte("charts:\n  - dir: .\n    images:\n"+
+		"      - at: images.ingestor\n        pin: prodDigest\n        versions: \">=0.8.0 <=0.8.4\"\n"+
+		"      - at: images.jobsManager\n"+
+		"      - at: images.requestsProxy\n        follows: images.jobsManager\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() map[string]drift.Item {
+		r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return byPath(t, rep)
+	}
+	got := run()
+	if it := got["images.ingestor.prodDigest"]; it.Status != drift.OK || !strings.Contains(it.Float, "0.8.4 (highest in") {
+		t.Errorf("ingestor inside its ceiling: %s %q %q", it.Status, it.Float, it.Message)
+	}
+	if it := got["images.requestsProxy.digest"]; it.Status != drift.OK {
+		t.Errorf("follower: %s %q", it.Status, it.Message)
+	}
+	d84b := reg.PushIndex(t, "team/ingestor", "0.8.4", "linux/amd64", "linux/arm64") // re-pushed under the ceiling
+	jm2 := reg.PushIndex(t, "team/jobs", "1.2", "linux/arm64")
+	got = run()
+	if it := got["images.ingestor.prodDigest"]; it.Status != drift.Drift || it.Current != d84b {
+		t.Errorf("ingestor re-pushed: %s current %s, want DRIFT to %s", it.Status, it.Current, d84b)
+	}
+	if it := got["images.requestsProxy.digest"]; it.Status != drift.Drift || it.Current != jm2 || !strings.Contains(it.Message, "follows images.jobsManager") {
+		t.Errorf("follower after the leader moved: %s %q", it.Status, it.Message)
+	}
+}
