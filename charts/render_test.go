@@ -977,3 +977,41 @@ func checkNoWildcards(t *testing.T, r rendered) {
 		}
 	}
 }
+
+// TestReleaseRollsOnlyWhatChanged: a new chart version whose only change is
+// one image's pin must change that image's pod templates and no other, or
+// every edge would restart (and pull) every pod on each release.
+func TestReleaseRollsOnlyWhatChanged(t *testing.T) {
+	podTemplates := func(version, pins string) map[string]string {
+		c := loadExample(t)
+		c.Metadata.Version, c.Metadata.AppVersion = version, version
+		manifest, _, err := installDryRun(c, releaseNs, parseValues(t, unpinned, pins))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, o := range parseManifest(t, manifest) {
+			if o.Kind != "Deployment" && o.Kind != "DaemonSet" {
+				continue
+			}
+			spec, _ := o.Map["spec"].(map[string]any)
+			b, err := yaml.Marshal(spec["template"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[o.key()] = string(b)
+		}
+		return out
+	}
+	before := podTemplates("0.1.0", fmt.Sprintf(`images: {podsMonitor: {prodDigest: %q}, resourceMonitor: {prodDigest: %q}}`, dPM, dRM))
+	after := podTemplates("0.1.1", fmt.Sprintf(`images: {podsMonitor: {prodDigest: %q}, resourceMonitor: {prodDigest: %q}}`, dPM, digest('9')))
+	if len(before) != 3 {
+		t.Fatalf("rendered workloads %v", before)
+	}
+	for k, b := range before {
+		changed := after[k] != b
+		if want := k == "DaemonSet/node-agents/rel-resource-monitor"; changed != want {
+			t.Errorf("%s pod template changed=%v across a release that moved only resource-monitor's pin", k, changed)
+		}
+	}
+}

@@ -197,7 +197,7 @@ Always
 {{/*
 chartpin.container: name, image and imagePullPolicy of a declared workload
 container, so the name the reconcile targets is the name the chart renders.
-Use as:   - {{- include "chartpin.container" (dict "root" $ "id" "x") | nindent 10 }}
+Use as:   - {{ include "chartpin.container" (dict "root" $ "id" "x") | indent 10 | trim }}
 */}}
 {{- define "chartpin.container" -}}
 {{- $w := include "chartpin.lib.workload" . | fromYaml -}}

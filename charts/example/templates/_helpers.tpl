@@ -25,6 +25,13 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* example.podLabels: pod template labels. No chart version here: a chart
+release that moves one image's pin must not roll every other pod. */}}
+{{- define "example.podLabels" -}}
+{{ include "example.selector" . }}
+app.kubernetes.io/part-of: {{ .root.Chart.Name }}
+{{- end -}}
+
 {{/* example.selector: selector labels. Args: root, component. */}}
 {{- define "example.selector" -}}
 app.kubernetes.io/name: {{ .component }}
