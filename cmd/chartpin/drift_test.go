@@ -174,3 +174,19 @@ func TestDriftJSONStaysParseableInActions(t *testing.T) {
 		t.Errorf("stderr:\n%s", stderr.String())
 	}
 }
+
+// The float is resolved where the pull would go: through --registry-mirror.
+func TestDriftThroughMirror(t *testing.T) {
+	reg := registrytest.New(t)
+	d := reg.PushIndex(t, "team/app", "1.0", "linux/amd64")
+	dir := driftChart(t, "image:\n  registry: registry.example.com\n  repository: team/app\n  tag: \"1.0\"\n  digest: "+d+"\n")
+	reg.Reset()
+	code, out := runCheck(t, "--registry-mirror", "registry.example.com="+reg.Host, "--insecure-registry", reg.Host, "drift", "-o", "json", dir)
+	wantExit(t, code, 0, out)
+	if !strings.Contains(out, `"source": "`+reg.Host+`/team/app:1.0"`) || !strings.Contains(out, `"float": "registry.example.com/team/app:1.0"`) {
+		t.Errorf("output:\n%s", out)
+	}
+	if n := reg.CountPath("HEAD", "/manifests/"); n != 1 {
+		t.Errorf("mirror saw %d HEADs, want 1", n)
+	}
+}
