@@ -140,7 +140,7 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 func (r *Result) Diff() string {
 	var b strings.Builder
 	for _, f := range r.files {
-		name := filepath.ToSlash(rel(f.Path))
+		name := strings.TrimPrefix(filepath.ToSlash(rel(f.Path)), "/")
 		b.WriteString(unified("a/"+name, "b/"+name, f.Before, f.After))
 	}
 	return b.String()

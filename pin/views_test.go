@@ -1,0 +1,160 @@
+package pin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// planCase plans testdata/<name> in a temporary copy (nothing applied).
+func planCase(t *testing.T, name string, rewrite bool) (*Result, string) {
+	t.Helper()
+	work := t.TempDir()
+	copyTree(t, filepath.Join("testdata", name, "original"), work)
+	var gc goldenCase
+	if data, err := os.ReadFile(filepath.Join("testdata", name, "case.yaml")); err == nil {
+		if err := yaml.Unmarshal(data, &gc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := Options{ChartDirs: []string{work}, Resolver: offline(t, filepath.Join("testdata", name, "digests.yaml")),
+		RewriteCopies: rewrite, SetTags: gc.SetTags}
+	if _, err := os.Stat(filepath.Join(work, "chartpin.yaml")); err == nil {
+		opts.ConfigPath, opts.ChartDirs = filepath.Join(work, "chartpin.yaml"), nil
+	}
+	res, err := Plan(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, work
+}
+
+// The unified diff is a real patch: git apply turns before into after.
+func TestDiffApplies(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
+			t.Fatal("git not found")
+		}
+		t.Skip("SKIPPED: git not found, cannot check that the diff applies")
+	}
+	for _, name := range []string{"quoting", "crlf-karpenter", "kube-prometheus-stack"} {
+		t.Run(name, func(t *testing.T) {
+			res, work := planCase(t, name, false)
+			wd, _ := os.Getwd()
+			if err := os.Chdir(work); err != nil {
+				t.Fatal(err)
+			}
+			diff := res.Diff()
+			os.Chdir(wd)
+			if !strings.HasPrefix(diff, "--- a/values.yaml\n+++ b/values.yaml\n@@ ") {
+				t.Fatalf("diff header:\n%.200s", diff)
+			}
+			cmd := exec.Command(git, "apply", "--whitespace=nowarn", "-")
+			cmd.Dir = work
+			cmd.Stdin = strings.NewReader(diff)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git apply: %v\n%s\n%s", err, out, diff)
+			}
+			for _, f := range res.Files() {
+				got, _ := os.ReadFile(f.Path)
+				if !bytes.Equal(got, f.After) {
+					t.Errorf("%s after git apply differs from the plan", f.Path)
+				}
+			}
+		})
+	}
+}
+
+func TestViews(t *testing.T) {
+	res, _ := planCase(t, "copies", true)
+	md := res.Markdown()
+	for _, want := range []string{
+		"### copies\n",
+		"| image | tag | old → new digest | platforms |\n|---|---|---|---|\n",
+		"| `ghcr.io/example/ingestor` | `0.8` → `0.8.4` | `sha256:111111111111` → `sha256:4f229cf42c4a` |",
+		"Chart version `0.8.2` → `0.8.3`, appVersion `0.8.2` → `0.8.4`.",
+		"Copies of old digests rewritten:\n\n- `Chart.yaml:8`\n- `templates/_helpers.tpl:2`\n- `templates/tests/ingestor_test.yaml:7`\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if got, want := res.Subject(), "chart(copies 0.8.3): pin 2 images to index digests"; got != want {
+		t.Errorf("subject %q, want %q", got, want)
+	}
+	txt := res.Text()
+	if !strings.Contains(txt, "pinned ") || !strings.Contains(txt, "version 0.8.2 -> 0.8.3, appVersion 0.8.2 -> 0.8.4") {
+		t.Errorf("text:\n%s", txt)
+	}
+	js, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Changed bool          `json:"changed"`
+		Files   []string      `json:"files"`
+		Charts  []ChartResult `json:"charts"`
+	}
+	if err := json.Unmarshal(js, &back); err != nil || !back.Changed || len(back.Files) != 4 || len(back.Charts[0].Copies) != 3 {
+		t.Errorf("json %s (%v)", js, err)
+	}
+
+	// Skipped pins are listed in every view.
+	skip, _ := planCase(t, "node-exporter", false)
+	if !strings.Contains(skip.Markdown(), "Not pinned (image unknown):") || !strings.Contains(skip.Text(), "SKIPPED") ||
+		len(skip.Charts[0].Skipped) != 1 || skip.Charts[0].Skipped[0].Path != "image.digest" {
+		t.Errorf("skipped not listed:\n%s\n%s", skip.Markdown(), skip.Text())
+	}
+}
+
+// Apply refuses when a file changed on disk after Plan, and writes nothing.
+func TestApplyRefusesConcurrentChange(t *testing.T) {
+	res, work := planCase(t, "copies", true)
+	before := hashTree(t, work)
+	test := filepath.Join(work, "templates", "tests", "ingestor_test.yaml")
+	data, _ := os.ReadFile(test)
+	if err := os.WriteFile(test, append(data, "# edited meanwhile\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	edited := hashTree(t, work)
+	err := res.Apply()
+	if err == nil || !strings.Contains(err.Error(), "changed on disk since the plan") {
+		t.Fatalf("Apply: %v", err)
+	}
+	after := hashTree(t, work)
+	for p, h := range edited {
+		if after[p] != h {
+			t.Errorf("%s written although Apply refused", p)
+		}
+	}
+	if len(before) != len(after) {
+		t.Errorf("files added or removed")
+	}
+}
+
+func TestHighestSemver(t *testing.T) {
+	tags := []string{"latest", "0.8", "v0.8.2", "0.8.4", "0.8.8", "1.9.63-rc.1", "1.9.63", "1.9.62", "v1.10.0-rc.1"}
+	cases := map[string]string{
+		">=0.8.0 <=0.8.4": "0.8.4",
+		"~0.8":            "0.8.8",
+		"<2":              "1.9.63", // 1.9.63-rc.1 ranks below 1.9.63 (lesson 14), and prereleases need opting in
+		">=1.10.0-rc.0":   "v1.10.0-rc.1",
+	}
+	for rng, want := range cases {
+		got, err := highest(tags, rng)
+		if err != nil || got != want {
+			t.Errorf("highest(%q) = %q, %v; want %q", rng, got, err, want)
+		}
+	}
+	if _, err := highest(tags, ">=3"); err == nil || !strings.Contains(err.Error(), "no tag in versions range") {
+		t.Errorf("empty range: %v", err)
+	}
+}
