@@ -217,7 +217,7 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 		t.Fatal(err)
 	}
 	// Pods run the previous build; every workload is settled.
-	ctl := &fakeControllers{t: t, c: admin}
+	ctl := &fakeControllers{t: t, c: admin, keys: chartWorkloads}
 	ctl.settle(ctx, func(image string) string {
 		repo := strings.TrimPrefix(repository(image), "docker.io/")
 		return "docker.io/" + repo + "@" + old[repo]
@@ -333,8 +333,9 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 // fakeControllers completes rollouts the way the Deployment and DaemonSet
 // controllers and the kubelet would, through the status subresources.
 type fakeControllers struct {
-	t     *testing.T
+	t     testing.TB
 	c     kubernetes.Interface
+	keys  []workloadKey
 	stuck atomic.Bool
 }
 
@@ -347,7 +348,7 @@ var chartWorkloads = []workloadKey{
 // settle creates ready pods for every chart workload running imageID(spec
 // image) and marks each workload fully rolled out.
 func (fc *fakeControllers) settle(ctx context.Context, imageID func(string) string) {
-	for _, k := range chartWorkloads {
+	for _, k := range fc.keys {
 		w, err := getWorkload(ctx, fc.c, k)
 		if err != nil {
 			fc.t.Fatal(err)
@@ -423,7 +424,7 @@ func (fc *fakeControllers) run() (stop func()) {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			for _, k := range chartWorkloads {
+			for _, k := range fc.keys {
 				fc.step(ctx, k)
 			}
 			select {
@@ -435,10 +436,10 @@ func (fc *fakeControllers) run() (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-func (fc *fakeControllers) waitObserved(t *testing.T) {
+func (fc *fakeControllers) waitObserved(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for _, k := range chartWorkloads {
+	for _, k := range fc.keys {
 		for {
 			w, err := getWorkload(context.Background(), fc.c, k)
 			if err == nil && w.observed >= w.generation {
@@ -480,3 +481,117 @@ func (fc *fakeControllers) step(ctx context.Context, k workloadKey) {
 }
 
 var _ = json.Marshal
+
+// BenchmarkTick50RealAPIServer is one 50-target tick against a real
+// kube-apiserver (started once, not timed): steady state, and every tag moved
+// with the test's stand-in controllers completing each rollout.
+func BenchmarkTick50RealAPIServer(b *testing.B) {
+	srv := kubetest.Start(b)
+	ctx := context.Background()
+	admin := srv.Client(b, kubetest.AdminToken)
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	reg := registrytest.New(b)
+	var sb strings.Builder
+	sb.WriteString("targets:\n")
+	var keys []workloadKey
+	for i := 0; i < 50; i++ {
+		repo := fmt.Sprintf("example/app-%02d", i/2)
+		if i%2 == 0 {
+			reg.PushIndex(b, repo, "dev", "linux/amd64", "linux/arm64")
+		}
+		name := fmt.Sprintf("w%02d", i)
+		d := deployment(ns, name, 1, containers("app", reg.Host+"/"+repo+":dev"))
+		d.Generation, d.UID, d.Status = 0, "", appsv1.DeploymentStatus{}
+		if _, err := admin.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		keys = append(keys, workloadKey{KindDeployment, ns, name})
+		fmt.Fprintf(&sb, "  - {id: t%02d, kind: Deployment, namespace: %s, name: %s, container: app, image: %q}\n", i, ns, name, reg.Host+"/"+repo+":dev")
+	}
+	f, err := ParseTargets("targets.yaml", []byte(sb.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctl := &fakeControllers{t: b, c: admin, keys: keys}
+	ctl.settle(ctx, func(image string) string { return repository(image) + "@sha256:" + strings.Repeat("0", 64) })
+	stop := ctl.run()
+	defer stop()
+	counter := &countingTransport{n: map[string]int{}}
+	cfg := srv.Config(kubetest.AdminToken)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tick := func(b *testing.B) *Result {
+		res, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := New(client, res, WithPollInterval(20*time.Millisecond))
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := r.Tick(ctx, f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}
+	report := func(b *testing.B, calls map[string]int, heads int) {
+		n := 0
+		for _, v := range calls {
+			n += v
+		}
+		b.ReportMetric(float64(n)/float64(b.N), "api-calls/op")
+		b.ReportMetric(float64(calls["PATCH"])/float64(b.N), "patches/op")
+		b.ReportMetric(float64(heads)/float64(b.N), "registry-HEAD/op")
+	}
+	b.Run("all-moved", func(b *testing.B) {
+		calls, heads := map[string]int{}, 0
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			for j := 0; j < 25; j++ { // move every tag
+				reg.PushIndex(b, fmt.Sprintf("example/app-%02d", j), "dev", "linux/amd64")
+			}
+			ctl.waitObserved(b)
+			counter.reset()
+			reg.Reset()
+			b.StartTimer()
+			out := tick(b)
+			b.StopTimer()
+			if len(out.RolledOut) != 50 {
+				b.Fatalf("rolled out %d of 50", len(out.RolledOut))
+			}
+			for k, v := range counter.reset() {
+				calls[k] += v
+			}
+			heads += reg.Count("HEAD")
+			b.StartTimer()
+		}
+		report(b, calls, heads)
+	})
+	b.Run("steady", func(b *testing.B) {
+		ctl.waitObserved(b)
+		calls, heads := map[string]int{}, 0
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			counter.reset()
+			reg.Reset()
+			b.StartTimer()
+			out := tick(b)
+			b.StopTimer()
+			if len(out.Patched) != 0 {
+				b.Fatalf("steady tick patched %v", out.Patched)
+			}
+			for k, v := range counter.reset() {
+				calls[k] += v
+			}
+			heads += reg.Count("HEAD")
+			b.StartTimer()
+		}
+		report(b, calls, heads)
+	})
+}
