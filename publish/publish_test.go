@@ -33,7 +33,7 @@ var clock = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 const digestA = "sha256:0a399eb16751829e1af26fea27b20c3ec28d7ab1fb72182879dcae1cca21206a"
 
 // writeChart writes a small chart whose deployment runs a pinned image.
-func writeChart(t *testing.T, dir, version, appVersion, tag string) string {
+func writeChart(t testing.TB, dir, version, appVersion, tag string) string {
 	t.Helper()
 	files := map[string]string{
 		"Chart.yaml":  fmt.Sprintf("apiVersion: v2\nname: app\ndescription: test chart\ntype: application\nversion: %s\nappVersion: %q\n", version, appVersion),
@@ -401,7 +401,7 @@ func TestSignProvenance(t *testing.T) {
 
 // countingRegistry is go-containerregistry's in-process registry behind a
 // request counter.
-func countingRegistry(t *testing.T) (host string, requests *atomic.Int64) {
+func countingRegistry(t testing.TB) (host string, requests *atomic.Int64) {
 	t.Helper()
 	requests = &atomic.Int64{}
 	h := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))

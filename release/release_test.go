@@ -27,7 +27,7 @@ import (
 
 const token = "ghs_release-test-token"
 
-func need(t *testing.T, path string) {
+func need(t testing.TB, path string) {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
 		if _, err2 := exec.LookPath(path); err2 != nil {
@@ -39,7 +39,7 @@ func need(t *testing.T, path string) {
 	}
 }
 
-func run(t *testing.T, dir string, args ...string) string {
+func run(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main"}, args...)...)
 	cmd.Dir = dir
@@ -74,7 +74,7 @@ image:
 replicas: 1
 `
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	need(t, "git")
 	need(t, "/usr/lib/git-core/git-http-backend")
@@ -127,7 +127,7 @@ func newWorld(t *testing.T) *world {
 }
 
 // clone is a fresh CI checkout of main.
-func (w *world) clone(t *testing.T) string {
+func (w *world) clone(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ci")
 	run(t, filepath.Dir(dir), "-c", "http.extraHeader=Authorization: Basic "+basic(), "clone", "-q", w.url, dir)
@@ -138,7 +138,7 @@ func basic() string {
 	return "eC1hY2Nlc3MtdG9rZW46Z2hzX3JlbGVhc2UtdGVzdC10b2tlbg==" // x-access-token:ghs_release-test-token
 }
 
-func (w *world) options(t *testing.T, dir string, dry bool) Options {
+func (w *world) options(t testing.TB, dir string, dry bool) Options {
 	t.Helper()
 	repo, err := gitops.Open(dir, gitops.WithToken(token))
 	if err != nil {
@@ -158,7 +158,7 @@ func (w *world) options(t *testing.T, dir string, dry bool) Options {
 	}
 }
 
-func (w *world) show(t *testing.T, rev string) string {
+func (w *world) show(t testing.TB, rev string) string {
 	t.Helper()
 	return run(t, w.bare, "show", rev)
 }
