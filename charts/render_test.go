@@ -213,6 +213,21 @@ func TestMatrix(t *testing.T) {
 			},
 			targets: []string{"jobs-manager-api", "jobs-manager-pods-monitor", "requests-proxy-proxy", "resource-monitor-resource-monitor"},
 			follows: map[string]string{"requests-proxy-proxy": "jobs-manager-api"},
+			check: func(t *testing.T, r rendered) {
+				var cj batchv1.CronJob
+				o, _ := find(r.objs, "CronJob", releaseNs, "rel-example-reconcile")
+				o.into(t, &cj)
+				want := []string{"reconcile", "--targets=/etc/chartpin/targets.yaml", "--rollout-timeout=10m", "--max-attempts=3", "--max-skips=4", "--deadline=4860s"}
+				if got := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args; !slices.Equal(got, want) {
+					t.Errorf("reconcile args %v, want %v", got, want)
+				}
+				if got := *cj.Spec.JobTemplate.Spec.ActiveDeadlineSeconds; got != 4980 {
+					t.Errorf("activeDeadlineSeconds %d, want 4 x 600 x 2 + 60 + 120 = 4980", got)
+				}
+				if cj.Spec.Schedule != "*/15 * * * *" {
+					t.Errorf("schedule %q", cj.Spec.Schedule)
+				}
+			},
 		},
 		{
 			name:      "default (dev)",

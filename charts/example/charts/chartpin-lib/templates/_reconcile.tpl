@@ -14,7 +14,7 @@ Use from a template of the adopting chart:  {{ include "chartpin.reconcile" . }}
 {{- $labels := include "chartpin.lib.labels" (dict "root" $root "component" "reconcile") -}}
 {{- $rollout := include "chartpin.lib.seconds" (dict "value" $rc.rolloutTimeout "path" "reconcile.rolloutTimeout") | atoi -}}
 {{- $maxAttempts := int (ternary $rc.maxAttempts 3 (hasKey $rc "maxAttempts")) -}}
-{{- $maxSkips := int (ternary $rc.maxSkips 3 (hasKey $rc "maxSkips")) -}}
+{{- $maxSkips := int (ternary $rc.maxSkips 4 (hasKey $rc "maxSkips")) -}}
 {{- if lt $maxAttempts 1 -}}
 {{- fail (printf "chartpin: reconcile.maxAttempts %d must be at least 1" $maxAttempts) -}}
 {{- end -}}
