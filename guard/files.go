@@ -98,7 +98,8 @@ func diskFiles(dir string) (packaged, error) {
 		}
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if r.Ignore(rel, fileInfo{d.Name(), true}) {
+			// git's own directory is never content (a chart at the repository root).
+			if d.Name() == ".git" || r.Ignore(rel, fileInfo{d.Name(), true}) {
 				return filepath.SkipDir
 			}
 			return nil

@@ -410,3 +410,21 @@ func TestGuardUnreadableGitObjectFails(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 }
+
+func TestGuardChartAtRepositoryRoot(t *testing.T) {
+	r := guardtest.New(t)
+	r.Chart(".", "root", "1.0.0", "1.0.0")
+	r.Base()
+	t.Chdir(r.Dir)
+	code, out := runCheck(t, "guard", "--base", "origin/main")
+	wantExit(t, code, 0, out)
+	if !strings.Contains(out, "unchanged  .  1.0.0") {
+		t.Errorf("output:\n%s", out)
+	}
+	r.Write("templates/deployment.yaml", "kind: StatefulSet\n")
+	code, out = runCheck(t, "guard", "--base", "origin/main")
+	wantExit(t, code, 1, out)
+	if !strings.Contains(out, "Chart.yaml:3: . changed (templates/deployment.yaml)") {
+		t.Errorf("output:\n%s", out)
+	}
+}
