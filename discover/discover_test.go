@@ -193,6 +193,12 @@ func TestDiscoverSeedShape(t *testing.T) {
 		if p.File != filepath.Join(dir, "values.yaml") {
 			t.Errorf("file = %s", p.File)
 		}
+		if p.Node == nil || p.Node.Line != p.Line {
+			t.Errorf("%s: pin node %v does not sit at line %d", p.Path, p.Node, p.Line)
+		}
+		if p.Problem == "" && (p.TagNode == nil || !strings.Contains(p.TagNode.Value, p.Tag) || p.TagNode.Line != p.TagLine) {
+			t.Errorf("%s: tag node %v, want the scalar holding %q at line %d", p.Path, p.TagNode, p.Tag, p.TagLine)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/resolver"
@@ -330,4 +331,8 @@ func TestSeedRefusals(t *testing.T) {
 			sameHashes(t, before, hashTree(t, s.dir))
 		})
 	}
+}
+
+func discoverPin(format, repo string) discover.Pin {
+	return discover.Pin{Format: format, Repository: repo}
 }

@@ -158,3 +158,23 @@ func TestHighestSemver(t *testing.T) {
 		t.Errorf("empty range: %v", err)
 	}
 }
+
+func TestRender(t *testing.T) {
+	const d = "sha256:00000000000000000000000000000000000000000000000000000000000000aa"
+	cases := []struct {
+		format, repo, current, tag, want string
+	}{
+		{"digest", "", "", "1", d},
+		{"hex", "", "sha256:old", "1", strings.TrimPrefix(d, "sha256:")},
+		{"tag@digest", "", "v1@sha256:old", "v2", "v2@" + d},
+		{"ref@digest", "docker.io/library/busybox", "busybox:1.36", "1.37", "busybox:1.37@" + d},
+		{"ref@digest", "localhost:5000/a/b", "localhost:5000/a/b:1@sha256:old", "2", "localhost:5000/a/b:2@" + d},
+		{"ref@digest", "docker.io/library/busybox", "", "1", "docker.io/library/busybox:1@" + d},
+	}
+	for _, c := range cases {
+		p := discoverPin(c.format, c.repo)
+		if got := render(p, d, c.tag, c.current); got != c.want {
+			t.Errorf("render(%s, %q) = %q, want %q", c.format, c.current, got, c.want)
+		}
+	}
+}
