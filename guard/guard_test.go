@@ -1,0 +1,69 @@
+package guard_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/guard"
+	"github.com/chartpin/chartpin/guard/guardtest"
+	"github.com/chartpin/chartpin/internal/failure"
+)
+
+func TestResultFields(t *testing.T) {
+	r := guardtest.New(t)
+	r.Chart("charts/a", "a", "1.0.0", "1.0.0")
+	r.Chart("charts/b", "b", "2.0.0", "9")
+	r.Write("chartpin.yaml", "charts:\n  - dir: charts/b\n    appVersion: keep\n")
+	base := r.Base()
+	r.Write("charts/a/values.yaml", "x: 1\n")
+	r.ChartYAML("charts/a", "a", "1.1.0", "1.1.0")
+	head := r.Commit("bump a")
+	r.Write("charts/b/templates/extra.yaml", "kind: ConfigMap\n") // uncommitted
+	cfg, err := config.Load(r.Path("chartpin.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := guard.Check(context.Background(), r.Dir, "origin/main", guard.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BaseCommit != base.String() || res.Head != head.String() {
+		t.Errorf("commits %s %s, want %s %s", res.BaseCommit, res.Head, base, head)
+	}
+	if strings.Join(res.Uncommitted, ",") != "charts/b" || !strings.Contains(res.Compared, "uncommitted changes included (charts/b)") {
+		t.Errorf("uncommitted %v, compared %q", res.Uncommitted, res.Compared)
+	}
+	if len(res.Charts) != 2 {
+		t.Fatalf("charts: %+v", res.Charts)
+	}
+	a, b := res.Charts[0], res.Charts[1]
+	if a.State != guard.Changed || !a.Lockstep || len(a.Findings) != 0 || strings.Join(a.Files, ",") != "Chart.yaml,values.yaml" {
+		t.Errorf("a: %+v", a)
+	}
+	if b.State != guard.Changed || b.Lockstep || len(b.Findings) != 1 || b.Findings[0].Line != 3 || b.Findings[0].File != "charts/b/Chart.yaml" {
+		t.Errorf("b: %+v", b)
+	}
+	if err := res.Err(); !errors.Is(err, failure.ErrFindings) || failure.Code(err) != 1 || !strings.Contains(err.Error(), "charts/b") {
+		t.Errorf("Err() = %v", err)
+	}
+	data, err := json.Marshal(res)
+	if err != nil || !strings.Contains(string(data), `"compared":`) || !strings.Contains(string(data), `"state":"changed"`) {
+		t.Errorf("json (%v): %s", err, data)
+	}
+}
+
+func TestNoBaseIsInput(t *testing.T) {
+	r := guardtest.New(t)
+	r.Chart("a", "a", "1.0.0", "1.0.0")
+	r.Base()
+	if _, err := guard.Check(context.Background(), r.Dir, ""); failure.Code(err) != 2 {
+		t.Errorf("no base: %v", err)
+	}
+	if _, err := guard.Check(context.Background(), t.TempDir(), "origin/main"); failure.Code(err) != 2 {
+		t.Errorf("not a repository: %v", err)
+	}
+}
