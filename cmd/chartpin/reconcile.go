@@ -27,7 +27,7 @@ by digest with one patch per workload, then waits for the rollouts. Exit 1 on an
 error, stuck rollout, skip streak or lockout. Re-arm a locked-out workload with:
   kubectl -n NAMESPACE annotate deployment/NAME ` + reconcile.AttemptsAnnotation + `-`,
 		Flags: append(resolverFlags(),
-			&cli.StringFlag{Name: "targets", Required: true, Usage: "targets `FILE` (the chart's ConfigMap key targets.yaml)"},
+			&cli.StringFlag{Name: "targets", Usage: "targets `FILE` (the chart's ConfigMap key targets.yaml)"},
 			&cli.StringFlag{Name: "kubeconfig", EnvVars: []string{"KUBECONFIG"}, Usage: "kubeconfig `FILE` (default: the in-cluster config)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "decide and print, change nothing"},
 			&cli.DurationFlag{Name: "rollout-timeout", Value: 10 * time.Minute, Usage: "wait this long for each re-imaged workload (they roll out in parallel)"},
@@ -51,6 +51,9 @@ func runReconcile(c *cli.Context) error {
 	out := c.String("output")
 	if out != "text" && out != "json" {
 		return usage("--output %q: want text or json", out)
+	}
+	if c.String("targets") == "" {
+		return usage("reconcile: --targets FILE is required (the chart mounts its ConfigMap at /etc/chartpin/targets.yaml)")
 	}
 	rollout, deadline := c.Duration("rollout-timeout"), c.Duration("deadline")
 	if deadline <= rollout {
