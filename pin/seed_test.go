@@ -336,3 +336,43 @@ func TestSeedRefusals(t *testing.T) {
 func discoverPin(format, repo string) discover.Pin {
 	return discover.Pin{Format: format, Repository: repo}
 }
+
+// Discovery: blocks that share a ref cost one HEAD between them, and an
+// unchanged digest costs no GET.
+func TestOneHeadPerUniqueRef(t *testing.T) {
+	reg := registrytest.New(t)
+	d := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
+	reg.PushIndex(t, "team/tool", "2.0", "linux/amd64")
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: x\nversion: 1.0.0\n",
+		"values.yaml": "a:\n  image:\n    repository: " + reg.Host + "/team/app\n    tag: \"1.0\"\n    digest: \"\"\n" +
+			"b:\n  image:\n    repository: " + reg.Host + "/team/app\n    tag: \"1.0\"\n    digest: " + d + "\n" +
+			"c:\n  sidecar:\n    image: " + reg.Host + "/team/app:1.0\n" +
+			"d:\n  image:\n    registry: " + reg.Host + "\n    repository: team/tool\n    tag: \"2.0\"\n    sha: \"\"\n",
+	})
+	reg.Reset()
+	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Plan(context.Background(), Options{ChartDirs: []string{dir}, Resolver: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads := map[string]int{}
+	for _, q := range reg.Requests() {
+		if q.Method == "HEAD" {
+			heads[q.Path]++
+		}
+		if q.Method == "GET" && strings.Contains(q.Path, "/manifests/") {
+			t.Errorf("GET %s: no platforms are required, no manifest is read", q.Path)
+		}
+	}
+	if len(heads) != 2 || heads["/v2/team/app/manifests/1.0"] != 1 || heads["/v2/team/tool/manifests/2.0"] != 1 {
+		t.Errorf("HEADs %v, want one per unique ref", heads)
+	}
+	if n := len(res.Charts[0].Pins); n != 4 {
+		t.Errorf("%d pins, want 4", n)
+	}
+}
