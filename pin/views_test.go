@@ -178,3 +178,31 @@ func TestRender(t *testing.T) {
 		}
 	}
 }
+
+// A write that fails midway restores the files already written: all or nothing.
+func TestApplyRestoresOnFailure(t *testing.T) {
+	ro := "/proc/version" // readable, but no temporary file can be created beside it
+	cur, err := os.ReadFile(ro)
+	if err != nil {
+		t.Skipf("SKIPPED: %s not readable here: %v", ro, err)
+	}
+	dir := t.TempDir()
+	first := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(first, []byte("a: 1\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	res := &Result{files: []FileChange{
+		{Path: first, Before: []byte("a: 1\n"), After: []byte("a: 2\n")},
+		{Path: ro, Before: cur, After: []byte("x")},
+	}}
+	err = res.Apply()
+	if err == nil || !strings.Contains(err.Error(), "files written so far were restored") {
+		t.Fatalf("Apply: %v", err)
+	}
+	if got, _ := os.ReadFile(first); string(got) != "a: 1\n" {
+		t.Errorf("first file not restored: %q", got)
+	}
+	if fi, _ := os.Stat(first); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v after restore", fi.Mode())
+	}
+}
