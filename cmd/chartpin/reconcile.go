@@ -24,7 +24,8 @@ func init() {
 		Description: `Reads the targets file the library chart renders, resolves each floating tag once,
 compares with what each workload runs (spec image and ready pods' imageID) and re-images
 by digest with one patch per workload, then waits for the rollouts. Exit 1 on any read
-error, stuck rollout, skip streak or lockout. Re-arm a locked-out workload with:
+error, stuck rollout, skip streak or lockout. The tick's budget is --deadline (the global
+--timeout does not apply: it would undercut the rollout wait). Re-arm a locked-out workload with:
   kubectl -n NAMESPACE annotate deployment/NAME ` + reconcile.AttemptsAnnotation + `-`,
 		Flags: append(resolverFlags(),
 			&cli.StringFlag{Name: "targets", Usage: "targets `FILE` (the chart's ConfigMap key targets.yaml)"},
