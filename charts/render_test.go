@@ -942,6 +942,39 @@ func checkUpgradeObjects(t *testing.T, r rendered) {
 			}
 		}
 	}
+	// Auto-upgrade can apply this very chart again: its ServiceAccount may
+	// manage every object the chart renders, where the chart renders it.
+	var upRoles = map[string][]rbacv1.PolicyRule{} // namespace ("" = cluster) -> rules
+	for _, o := range r.objs {
+		if (o.Kind == "Role" || o.Kind == "ClusterRole") && (strings.HasPrefix(o.Name, name) || strings.HasSuffix(o.Name, "-"+name)) {
+			var role rbacv1.ClusterRole
+			o.into(t, &role)
+			upRoles[o.Namespace] = append(upRoles[o.Namespace], role.Rules...)
+		}
+	}
+	resourceOf := map[string][2]string{
+		"ServiceAccount": {"", "serviceaccounts"}, "ConfigMap": {"", "configmaps"}, "Service": {"", "services"},
+		"Namespace": {"", "namespaces"}, "Deployment": {"apps", "deployments"}, "DaemonSet": {"apps", "daemonsets"},
+		"StatefulSet": {"apps", "statefulsets"}, "CronJob": {"batch", "cronjobs"},
+		"Role": {"rbac.authorization.k8s.io", "roles"}, "RoleBinding": {"rbac.authorization.k8s.io", "rolebindings"},
+		"ClusterRole": {"rbac.authorization.k8s.io", "clusterroles"}, "ClusterRoleBinding": {"rbac.authorization.k8s.io", "clusterrolebindings"},
+	}
+	for _, o := range r.objs {
+		res, ok := resourceOf[o.Kind]
+		if !ok {
+			t.Errorf("%s: the test does not know which resource auto-upgrade needs for it", o.key())
+			continue
+		}
+		verbs := []string{"get", "patch", "update"}
+		if o.Namespace != "" {
+			verbs = append(verbs, "create", "delete")
+		}
+		for _, verb := range verbs {
+			if !grantsNamed(upRoles[o.Namespace], res[0], res[1], verb, o.Name) {
+				t.Errorf("auto-upgrade may not %s %s: helm upgrade of this chart would be refused", verb, o.key())
+			}
+		}
+	}
 	for _, o := range r.objs {
 		switch o.Kind {
 		case "ClusterRole":
@@ -960,6 +993,17 @@ func checkUpgradeObjects(t *testing.T, r rendered) {
 			}
 		}
 	}
+}
+
+// grantsNamed: a rule allows verb on the named object (unscoped, or scoped to it).
+func grantsNamed(rules []rbacv1.PolicyRule, group, resource, verb, name string) bool {
+	for _, r := range rules {
+		if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) &&
+			(len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, name)) {
+			return true
+		}
+	}
+	return false
 }
 
 func grants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
