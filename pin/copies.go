@@ -181,7 +181,7 @@ func rewrite(s string, moves map[string]*move) (string, string, string) {
 			}
 			tokStart := start
 			// for the report, include the repository of a full reference
-			for tokStart > 0 && isRefChar(s[tokStart-1]) {
+			for tokStart > 0 && (isRefChar(s[tokStart-1]) || (s[tokStart-1] == '@' && tokStart == start)) {
 				tokStart--
 			}
 			if oldTok == "" {

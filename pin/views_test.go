@@ -206,3 +206,22 @@ func TestApplyRestoresOnFailure(t *testing.T) {
 		t.Errorf("mode %v after restore", fi.Mode())
 	}
 }
+
+func TestRewriteCopy(t *testing.T) {
+	old := strings.Repeat("a", 64)
+	nw := strings.Repeat("b", 64)
+	m := map[string]*move{old: {oldHex: old, newHex: nw, newTag: "0.8.4"}}
+	cases := []struct{ in, out, oldTok, newTok string }{
+		{"value: host/x@sha256:" + old + "\n", "value: host/x@sha256:" + nw + "\n", "host/x@sha256:" + old, "host/x@sha256:" + nw},
+		{"image: host:5000/x:0.8.2@sha256:" + old, "image: host:5000/x:0.8.4@sha256:" + nw, "host:5000/x:0.8.2@sha256:" + old, "host:5000/x:0.8.4@sha256:" + nw},
+		{`default "` + old + `"`, `default "` + nw + `"`, old, nw},
+		{"tag: v0.8.2@sha256:" + old, "tag: 0.8.4@sha256:" + nw, "v0.8.2@sha256:" + old, "0.8.4@sha256:" + nw},
+		{"a sha256:" + old + " b sha256:" + old, "a sha256:" + nw + " b sha256:" + nw, "sha256:" + old, "sha256:" + nw},
+	}
+	for _, c := range cases {
+		out, o, n := rewrite(c.in, m)
+		if out != c.out || o != c.oldTok || n != c.newTok {
+			t.Errorf("rewrite(%q) = %q [%s -> %s]\nwant %q [%s -> %s]", c.in, out, o, n, c.out, c.oldTok, c.newTok)
+		}
+	}
+}
