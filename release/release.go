@@ -1,25 +1,31 @@
-// Package release is the release-time job without its shell: pin the charts
-// in the working tree, commit only the changed files on a release branch,
-// push it, and open or update one pull request.
+// Package release is the release-time job without its shell: plan the pins
+// on the working tree, commit only the changed files on a release branch (the
+// checkout itself is left untouched), push it, and open or update one pull
+// request.
 //
 // It is idempotent by construction: the commit is the source of truth and
 // the pull request a view of it. An unchanged re-run reuses the pushed commit
 // (no new commit, no push) and finds the pull request already saying the
 // same (no editing call). A re-run after a partial failure (pushed, but no
-// pull request) completes the job.
+// pull request; or committed, but not pushed) completes the job.
 package release
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/chartpin/chartpin/gitops"
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/pin"
 	"github.com/chartpin/chartpin/pullrequest"
 )
@@ -47,7 +53,7 @@ type Report struct {
 	DryRun bool
 	// Plan is the pin change set (nil when nothing was planned).
 	Plan *pin.Result
-	// Nothing: no pin moved and no earlier run is pending; nothing was done.
+	// Nothing: no pin moved; nothing was done.
 	Nothing bool
 	Branch  string
 	Remote  string
@@ -105,47 +111,34 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.Plan = plan
 
-	if o.DryRun {
-		return dryRun(ctx, o, rep, plan, remote)
+	if !plan.Changed() {
+		rep.Nothing = true
+		return rep, nil
 	}
-
-	var commit gitops.Commit
-	var message string
-	switch {
-	case plan.Changed():
-		if err := plan.Apply(); err != nil {
-			return rep, err
-		}
-		message = plan.Subject() + "\n\n" + plan.Markdown()
-		// Reuse: the pushed commit, when it has this parent and these bytes.
-		commit, err = o.Repo.Commit(ctx, gitops.CommitRequest{
-			Branch: o.Branch, Parent: head, Files: files(plan), Message: message, Reuse: remote.Tip,
-		})
-		if errors.Is(err, gitops.ErrNothingToCommit) {
-			rep.Nothing = true
-			return rep, nil
-		}
-		if err != nil {
-			return rep, err
-		}
-		if !commit.Created {
-			message = withoutTrailer(remote.Message) // the pull request shows this already
-		}
-	default:
-		// Nothing to pin in the working tree. An earlier run that applied and
-		// committed but did not get to push or open the pull request left a
-		// local branch on top of HEAD: finish its job.
-		local, err := o.Repo.LocalBranch(o.Branch)
-		if err != nil {
-			return rep, err
-		}
-		if !local.Exists || !local.Ours || local.Parent != head {
-			rep.Nothing = true
-			return rep, nil
-		}
-		o.Logger.Info("completing an earlier run", "branch", o.Branch, "commit", local.Tip)
-		commit = gitops.Commit{Hash: local.Tip, Tree: local.Tree}
-		message = withoutTrailer(local.Message)
+	// The commit is built from the plan's bytes on top of HEAD; the checkout
+	// is left as it is. Writing the pins into it would make a re-run in the
+	// same checkout plan against already-bumped files and bump twice. Files
+	// with uncommitted edits are refused: those edits would ride along.
+	if err := requireClean(o.Repo, head, plan); err != nil {
+		return rep, err
+	}
+	if o.DryRun {
+		return dryRun(ctx, o, rep, plan)
+	}
+	message := plan.Subject() + "\n\n" + plan.Markdown()
+	// Reuse: the pushed commit, when it has this parent and these bytes.
+	commit, err := o.Repo.Commit(ctx, gitops.CommitRequest{
+		Branch: o.Branch, Parent: head, Files: files(plan), Message: message, Reuse: remote.Tip,
+	})
+	if errors.Is(err, gitops.ErrNothingToCommit) {
+		rep.Nothing = true
+		return rep, nil
+	}
+	if err != nil {
+		return rep, err
+	}
+	if !commit.Created {
+		message = withoutTrailer(remote.Message) // the pull request shows this already
 	}
 	rep.Commit, rep.CommitCreated = commit.Hash.String(), commit.Created
 	rep.Files = commit.Paths
@@ -167,11 +160,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-func dryRun(ctx context.Context, o Options, rep *Report, plan *pin.Result, remote gitops.Branch) (*Report, error) {
-	if !plan.Changed() {
-		rep.Nothing = true
-		return rep, nil
-	}
+func dryRun(ctx context.Context, o Options, rep *Report, plan *pin.Result) (*Report, error) {
 	rep.Diff = plan.Diff()
 	rep.Title, rep.Body = plan.Subject(), plan.Markdown()
 	for _, f := range plan.Files() {
@@ -190,6 +179,24 @@ func dryRun(ctx context.Context, o Options, rep *Report, plan *pin.Result, remot
 		}
 	}
 	return rep, nil
+}
+
+// requireClean refuses when a file the plan changes differs from HEAD.
+func requireClean(repo *gitops.Repo, head plumbing.Hash, plan *pin.Result) error {
+	for _, f := range plan.Files() {
+		rel := relToRoot(repo.Root(), f.Path)
+		committed, err := repo.ReadFile(head, rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			return failure.Input(fmt.Errorf("%s is not committed; commit it first: release commits on top of HEAD", rel))
+		}
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(committed, f.Before) {
+			return failure.Input(fmt.Errorf("%s has uncommitted changes; commit or stash them first: they would ride along in the release commit", rel))
+		}
+	}
+	return nil
 }
 
 func files(plan *pin.Result) map[string][]byte {
@@ -258,7 +265,7 @@ func (r *Report) Text() string {
 	if !r.CommitCreated {
 		verb = "kept"
 	}
-	fmt.Fprintf(&b, "%s %s on %s: %s\n", verb, shortHash(r.Commit), r.Branch, r.Title)
+	fmt.Fprintf(&b, "%s %s on %s (the checkout is untouched): %s\n", verb, shortHash(r.Commit), r.Branch, r.Title)
 	if r.Pushed {
 		fmt.Fprintf(&b, "pushed %s\n", r.Branch)
 	} else {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chartpin/chartpin/gitops"
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/pin"
 	"github.com/chartpin/chartpin/publish"
@@ -204,6 +205,9 @@ func TestFullRun(t *testing.T) {
 		t.Fatalf("first run: %+v", rep)
 	}
 	seq(t, w.gh, list, create, label)
+	if got, _ := os.ReadFile(filepath.Join(ci, "charts/app/values.yaml")); string(got) != w.values {
+		t.Fatal("the release wrote the checkout; the pins belong on the branch")
+	}
 	if got := w.show(t, "chartpin/pins:charts/app/values.yaml"); !strings.Contains(got, `digest: "`+w.digest14+`"   # pinned at release time`) {
 		t.Fatalf("branch values.yaml:\n%s", got)
 	}
@@ -246,7 +250,7 @@ func TestFullRun(t *testing.T) {
 		t.Fatal("unchanged re-run moved the branch")
 	}
 
-	// Same, in the first checkout (already applied): also a no-op.
+	// Same, in the first checkout (left untouched by the first run): also a no-op.
 	w.gh.Reset()
 	rep, err = Run(ctx, w.options(t, ci, false))
 	if err != nil || rep.Pushed || rep.PR == nil || rep.PR.Action != pullrequest.Unchanged {
@@ -442,5 +446,58 @@ func TestShallowCheckout(t *testing.T) {
 	}
 	if out := run(t, w.bare, "fsck", "--strict"); strings.Contains(out, "missing") || strings.Contains(out, "error") {
 		t.Fatalf("fsck: %s", out)
+	}
+}
+
+// A checkout that finishes an old run never rolls the branch back over a
+// newer one pushed since from elsewhere.
+func TestStaleLocalRunDoesNotRollBack(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	a := w.clone(t)
+	w.gh.FailNext("POST", `/pulls$`, 502, `{"message":"Server Error"}`)
+	if _, err := Run(ctx, w.options(t, a, false)); err == nil {
+		t.Fatal("first run: want the injected 502")
+	}
+	newer := w.reg.PushIndex(t, "example/app", "1.4", "linux/amd64", "linux/arm64")
+	w.gh.FailNext("POST", `/pulls$`, 502, `{"message":"Server Error"}`)
+	if _, err := Run(ctx, w.options(t, w.clone(t), false)); err == nil {
+		t.Fatal("second run: want the injected 502")
+	}
+	tip := run(t, w.bare, "rev-parse", "chartpin/pins")
+	w.gh.Reset()
+	rep, err := Run(ctx, w.options(t, a, false)) // checkout a: its local branch is older
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Pushed || rep.Commit != tip || run(t, w.bare, "rev-parse", "chartpin/pins") != tip {
+		t.Fatalf("stale checkout moved the branch: %+v", rep)
+	}
+	seq(t, w.gh, list, create, label)
+	if body := w.gh.PRs()[0].Body; !strings.Contains(body, newer[7:19]) {
+		t.Fatalf("PR body does not describe the pushed commit:\n%s", body)
+	}
+}
+
+// The release commit holds the pins and nothing else: a checkout with
+// uncommitted edits in a file the run changes is refused (exit 2).
+func TestDirtyCheckoutRefused(t *testing.T) {
+	w := newWorld(t)
+	ci := w.clone(t)
+	values := filepath.Join(ci, "charts/app/values.yaml")
+	if err := os.WriteFile(values, []byte(w.values+"debug: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		_, err := Run(context.Background(), w.options(t, ci, dry))
+		if failure.Code(err) != 2 || !strings.Contains(err.Error(), "charts/app/values.yaml has uncommitted changes") {
+			t.Fatalf("dry=%v: %v", dry, err)
+		}
+	}
+	if out := run(t, w.bare, "branch", "--list", "chartpin/pins"); out != "" {
+		t.Fatal("a refused run pushed")
+	}
+	if got, _ := os.ReadFile(values); string(got) != w.values+"debug: true\n" {
+		t.Fatal("the user's edit was touched")
 	}
 }

@@ -22,8 +22,8 @@ func init() {
 		Name:      "release",
 		Usage:     "pin, commit the changed files on a branch, push it, open or update one pull request",
 		ArgsUsage: "[CHART_DIR...]",
-		Description: "Runs chartpin pin on the working tree, commits only the files it changed on --branch\n" +
-			"(on top of HEAD, without touching the checkout), pushes it and opens or updates the pull\n" +
+		Description: "Plans chartpin pin on the working tree, commits only the files it would change on\n" +
+			"--branch (on top of HEAD; the checkout is left untouched), pushes it and opens or updates the pull\n" +
 			"request against --base. Nothing changed: no commit, no push, no editing API call. A branch\n" +
 			"someone else pushed to is never overwritten. GITHUB_TOKEN authenticates the push (HTTPS)\n" +
 			"and the API; it is never printed.",
