@@ -44,7 +44,12 @@ gomod=$($go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^[[:spac
 
 echo "build.sh: building k8s.io/kubernetes/cmd/kube-apiserver@$version in $work (minutes)" >&2
 start=$(date +%s)
-nice -n 10 $go build -trimpath -ldflags '-s -w' -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+# Stamp the version as kube's own build does, so /version reports it.
+minor=${version#v1.}
+minor=${minor%%.*}
+pkg=k8s.io/component-base/version
+ldflags="-s -w -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitVersion=$version -X $pkg.gitTreeState=clean"
+nice -n 10 $go build -trimpath -ldflags "$ldflags" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver
 mv "$out.tmp" "$out"
 echo "build.sh: built in $(( $(date +%s) - start ))s: $(du -h "$out" | cut -f1)" >&2
 echo "$out"
