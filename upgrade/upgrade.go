@@ -36,6 +36,9 @@ const (
 	DecisionUninstalling = "uninstalling"
 	// DecisionRolledBack: the upgrade failed and the release was rolled back.
 	DecisionRolledBack = "rolled-back"
+	// DecisionFailed: the upgrade failed and was not rolled back: either it
+	// failed before changing anything, or the rollback failed too.
+	DecisionFailed = "failed"
 )
 
 // DefaultTimeout is Helm's own upgrade timeout default.
@@ -283,15 +286,30 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 		return res, nil
 	}
 	log.Info("decision: upgrading", "current", res.Current, "latest", res.Latest, "timeout", opts.Timeout)
+	before := res.Revision
 	rel, err := up.RunWithContext(ctx, opts.Release, ch, nil)
-	if now, lerr := cfg.Releases.Last(opts.Release); lerr == nil {
-		res.Revision = now.Version
-	}
 	if err != nil {
-		res.Decision = DecisionRolledBack
-		log.Error("decision: upgrade failed, rolled back", "current", res.Current, "latest", res.Latest, "decision", res.Decision, "err", err)
-		return res, fmt.Errorf("upgrade %s: chart %s %s -> %s failed and the release was rolled back to %s: %w; inspect with `helm history %s -n %s`",
-			opts.Release, opts.Chart, res.Current, res.Latest, res.Current, err, opts.Release, current.Namespace)
+		// Say what the store shows, not what atomic promises.
+		now, lerr := cfg.Releases.Last(opts.Release)
+		switch {
+		case lerr != nil:
+			res.Decision = DecisionFailed
+			err = fmt.Errorf("%w; and reading the release afterwards failed: %v", err, lerr)
+		case now.Version == before:
+			res.Decision = DecisionFailed
+			err = fmt.Errorf("%w; nothing was changed", err)
+		case now.Info.Status == release.StatusDeployed && chartVersion(now) == res.Current:
+			res.Revision = now.Version
+			res.Decision = DecisionRolledBack
+			err = fmt.Errorf("%w; rolled back to chart %s as revision %d", err, res.Current, now.Version)
+		default:
+			res.Revision = now.Version
+			res.Decision = DecisionFailed
+			err = fmt.Errorf("%w; the release is left at revision %d, %s, chart %s", err, now.Version, now.Info.Status, chartVersion(now))
+		}
+		log.Error("decision: upgrade failed", "current", res.Current, "latest", res.Latest, "decision", res.Decision, "err", err)
+		return res, fmt.Errorf("upgrade %s: chart %s %s -> %s failed: %w; inspect with `helm history %s -n %s`",
+			opts.Release, opts.Chart, res.Current, res.Latest, err, opts.Release, current.Namespace)
 	}
 	res.Revision = rel.Version
 	res.Decision = DecisionUpgraded

@@ -365,6 +365,48 @@ func testFailedUpgradeIsRolledBack(t *testing.T, newConfig func(*testing.T) (*ac
 	}
 }
 
+// When the atomic rollback fails too, the result does not claim a rollback.
+func TestFailedRollbackIsReportedAsFailed(t *testing.T) {
+	cfg, kc := newConfig(t)
+	install(t, cfg, demoChart("1.0.0", oldPin, false), nil)
+	kc.failWaits = 2 // the upgrade's wait and the rollback's wait
+	srv := serveRepo(t, demoChart("1.1.0", newPin, true))
+
+	res, err := Run(context.Background(), cfg, options(t, srv.URL))
+	if err == nil || failure.Code(err) != 1 || !strings.Contains(err.Error(), "left at revision 3, failed, chart 1.0.0") {
+		t.Fatalf("err = %v", err)
+	}
+	if res.Decision != DecisionFailed || res.Revision != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	h := history(t, cfg)
+	if h[len(h)-1].Status != release.StatusFailed {
+		t.Errorf("history %v", h)
+	}
+}
+
+// A chart that cannot render fails before Helm records anything: nothing to
+// roll back, and the result says so instead of claiming a rollback.
+func TestUpgradeFailingBeforeAnyChangeIsReportedAsFailed(t *testing.T) {
+	cfg, kc := newConfig(t)
+	install(t, cfg, demoChart("1.0.0", oldPin, false), nil)
+	broken := demoChart("1.1.0", newPin, false)
+	broken.Templates = append(broken.Templates, &chart.File{Name: "templates/broken.yaml", Data: []byte(`{{ fail "image.registry is required" }}`)})
+	srv := serveRepo(t, broken)
+
+	res, err := Run(context.Background(), cfg, options(t, srv.URL))
+	if err == nil || failure.Code(err) != 1 || !strings.Contains(err.Error(), "image.registry is required") || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("err = %v", err)
+	}
+	if res.Decision != DecisionFailed || res.Revision != 1 {
+		t.Fatalf("result %+v", res)
+	}
+	equalHistory(t, history(t, cfg), []revision{{1, release.StatusDeployed, "1.0.0"}})
+	if got := kc.Calls(); len(got) != 0 {
+		t.Errorf("cluster calls = %v", got)
+	}
+}
+
 // Lesson 22's cause: a tick interrupted mid-upgrade (SIGTERM cancels the
 // command's context) rolls the release back instead of leaving it pending.
 func TestInterruptedUpgradeIsRolledBackNotWedged(t *testing.T) {

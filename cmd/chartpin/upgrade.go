@@ -85,7 +85,7 @@ func runUpgrade(c *cli.Context) error {
 	defer cancel()
 
 	res, err := upgrade.Run(ctx, cfg, opts)
-	if res.Decision != "" {
+	if res.Decision != "" || res.Recovered != "" {
 		if perr := printUpgrade(c, output, res); perr != nil && err == nil {
 			err = perr
 		}
@@ -115,6 +115,9 @@ func printUpgrade(c *cli.Context, output string, res upgrade.Result) error {
 		if _, err := fmt.Fprintf(w, "release %s (namespace %s): %s\n", res.Release, res.Namespace, res.Recovered); err != nil {
 			return err
 		}
+	}
+	if res.Decision == "" {
+		return nil // the error says why the tick stopped after the recovery
 	}
 	latest := res.Latest
 	if latest == "" {
