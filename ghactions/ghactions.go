@@ -73,6 +73,9 @@ func EscapeProperty(s string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
 }
 
+// AnnotationLimit is how many annotations of one level GitHub shows per step.
+const AnnotationLimit = 10
+
 // Output is one step output.
 type Output struct{ Name, Value string }
 
@@ -182,9 +185,21 @@ func (r *Runner) Emit(w io.Writer, rep Report) error {
 	if !r.Enabled() {
 		return nil
 	}
+	count := map[Level]int{}
 	for _, a := range rep.Annotations {
+		count[a.Level]++
 		if _, err := fmt.Fprintln(w, a.String()); err != nil {
 			return err
+		}
+	}
+	for _, l := range []Level{Error, Warning, Notice} {
+		if count[l] > AnnotationLimit {
+			// The runner shows only the first ones; say so rather than lose them quietly.
+			n := Annotation{Level: Notice, Title: "more findings than annotations",
+				Message: fmt.Sprintf("%d %s annotations; GitHub shows the first %d, the step summary lists all of them", count[l], l, AnnotationLimit)}
+			if _, err := fmt.Fprintln(w, n.String()); err != nil {
+				return err
+			}
 		}
 	}
 	if rep.Summary != "" && r.summary != "" {

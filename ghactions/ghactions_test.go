@@ -272,3 +272,20 @@ func TestRelPath(t *testing.T) {
 		}
 	}
 }
+
+func TestTooManyAnnotationsSaySo(t *testing.T) {
+	getenv, _, _ := env(t, "true")
+	r := ghactions.FromEnv(getenv)
+	var rep ghactions.Report
+	for i := 0; i < 12; i++ {
+		rep.Annotations = append(rep.Annotations, ghactions.Annotation{Level: ghactions.Error, Message: fmt.Sprint(i)})
+	}
+	var log bytes.Buffer
+	if err := r.Emit(&log, rep); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 13 || !strings.HasPrefix(lines[12], "::notice title=more findings than annotations::12 error annotations; GitHub shows the first 10") {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
