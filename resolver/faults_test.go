@@ -260,14 +260,30 @@ func TestFaultCallerGivesUpDuringBackoff(t *testing.T) {
 	f := newFaultRig(t)
 	f.onManifests("HEAD", always, registrytest.Fault{Status: 429, Header: http.Header{"Retry-After": {"20"}}})
 	r := f.remote(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	time.AfterFunc(200*time.Millisecond, cancel)
 	_, err := r.Resolve(ctx, f.ref)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want the caller's deadline", err)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want the caller's cancellation", err)
 	}
 	if s := f.exact(t, r); s.HEAD != 1 {
 		t.Errorf("stats %+v, want one HEAD: nothing is sent after the caller gave up", s)
+	}
+}
+
+func TestFault429PastTheCallersDeadlineFailsAtOnce(t *testing.T) {
+	f := newFaultRig(t)
+	f.onManifests("HEAD", always, registrytest.Fault{Status: 429, Header: http.Header{"Retry-After": {"20"}}})
+	r := f.remote(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := r.Resolve(ctx, f.ref)
+	if !errors.Is(err, resolver.ErrRateLimited) || !strings.Contains(err.Error(), "20s") {
+		t.Fatalf("err = %v, want ErrRateLimited with the registry's Retry-After: waiting 20s cannot end before the 10s deadline", err)
+	}
+	if s := f.exact(t, r); s.HEAD != 1 || s.Retries != 0 {
+		t.Errorf("stats %+v, want one HEAD", s)
 	}
 }
 

@@ -279,7 +279,7 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			if ok {
 				wait = ra
 			}
-			if wait > t.retryAfterCap || attempt >= t.attempts {
+			if wait > t.retryAfterCap || attempt >= t.attempts || deadlineBefore(ctx, wait) {
 				e := &RateLimitError{Host: req.URL.Host, Status: resp.Status, Message: registryMessage(resp), Attempts: attempt}
 				if ok {
 					e.RetryAfter = ra
@@ -294,7 +294,7 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			retry = true
 		}
-		if !retry || attempt >= t.attempts {
+		if !retry || attempt >= t.attempts || deadlineBefore(ctx, wait) {
 			if err != nil {
 				cancel()
 				if retry {
@@ -320,6 +320,13 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// deadlineBefore reports whether ctx ends before wait is over: then waiting
+// is pointless, and what the registry said is the better error.
+func deadlineBefore(ctx context.Context, wait time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < wait
 }
 
 // backoff is base·2^(attempt-1), capped, with ±20% jitter.
