@@ -22,6 +22,7 @@ type ctxTransport struct {
 	base http.RoundTripper
 }
 
+// RoundTrip sends r under the command's context.
 func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r.WithContext(t.ctx))
 }

@@ -105,7 +105,7 @@ func (s *Server) PRs() []PR {
 	return out
 }
 
-// Close marks pull request number closed (as a merge would).
+// ClosePR marks pull request number closed (as a merge would).
 func (s *Server) ClosePR(number int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
