@@ -81,6 +81,11 @@ type Result struct {
 
 	Recovered string `json:"recovered,omitempty"` // non-empty when a wedged release was rolled back first
 	Revision  int    `json:"revision"`            // release revision after the tick
+
+	// Shadowed are user-supplied pin values (dotted paths) that differ from
+	// the chart's defaults: upgrades re-apply them, so the chart's pins never
+	// reach this release (lesson 2).
+	Shadowed []string `json:"shadowed,omitempty"`
 }
 
 // MinDeadline is the shortest command deadline that never undercuts the
@@ -246,6 +251,8 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 	res.Latest = latest.Original()
 	log.Info("latest", "source", src.String(), "version", res.Latest, "allowPrerelease", opts.AllowPrerelease)
 
+	res.Shadowed = shadowedPins(current.Config)
+	warnShadowed(log, res.Shadowed)
 	switch c := latest.Compare(cur); {
 	case c == 0:
 		res.Decision = DecisionUpToDate
@@ -340,4 +347,10 @@ func chartName(r *release.Release) string {
 		return ""
 	}
 	return r.Chart.Metadata.Name
+}
+
+func warnShadowed(log *slog.Logger, paths []string) {
+	if len(paths) > 0 {
+		log.Warn("user-supplied values override the chart's pins; upgrades re-apply them, so these pins never move (remove them from the release's values)", "paths", paths)
+	}
 }

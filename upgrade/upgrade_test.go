@@ -54,7 +54,7 @@ func testUpgradesToNewestStable(t *testing.T, newConfig func(*testing.T) (*actio
 		t.Fatal(err)
 	}
 	want := Result{Release: relName, Namespace: ns, Current: "1.0.0", Latest: "1.1.0", Decision: DecisionUpgraded, Revision: 2}
-	if res != want {
+	if !reflect.DeepEqual(res, want) {
 		t.Fatalf("result\n got %+v\nwant %+v", res, want)
 	}
 	equalHistory(t, history(t, cfg), []revision{{1, release.StatusSuperseded, "1.0.0"}, {2, release.StatusDeployed, "1.1.0"}})
@@ -362,6 +362,46 @@ func testFailedUpgradeIsRolledBack(t *testing.T, newConfig func(*testing.T) (*ac
 	}
 	if got := kc.Calls(); !reflect.DeepEqual(got, []string{"update", "wait", "update", "wait"}) {
 		t.Errorf("cluster calls = %v, want upgrade (update, failed wait) then rollback (update, wait)", got)
+	}
+}
+
+// Lesson 2: a pin in the operator's -f values is re-applied by every
+// upgrade and shadows the chart's new pin; the tick says so.
+func TestUserSuppliedPinIsReportedAsShadowing(t *testing.T) {
+	cfg, _ := newConfig(t)
+	vals := map[string]any{"image": map[string]any{"prodDigest": oldPin}, "replicas": 2}
+	install(t, cfg, demoChart("1.0.0", oldPin, false), vals)
+	srv := serveRepo(t, demoChart("1.1.0", newPin, true))
+
+	res, err := Run(context.Background(), cfg, options(t, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Decision != DecisionUpgraded || !reflect.DeepEqual(res.Shadowed, []string{"image.prodDigest"}) {
+		t.Fatalf("result %+v", res)
+	}
+	// The upgrade itself keeps the user's value, as Helm's semantics say.
+	if m := stored(t, cfg, 2).Manifest; !strings.Contains(m, oldPin) || strings.Contains(m, newPin) {
+		t.Errorf("manifest:\n%s", m)
+	}
+}
+
+func TestShadowedPins(t *testing.T) {
+	user := map[string]any{
+		"images": map[string]any{
+			"app":   map[string]any{"digest": "sha256:aa", "tag": "2"}, // tag is not a pin
+			"proxy": map[string]any{"prodDigest": "sha256:bb"},
+			"empty": map[string]any{"digest": ""}, // "not pinned"
+		},
+		"sha":     "y",
+		"replica": 3,
+	}
+	want := []string{"images.app.digest", "images.proxy.prodDigest", "sha"}
+	if got := shadowedPins(user); !reflect.DeepEqual(got, want) {
+		t.Errorf("shadowedPins = %v, want %v", got, want)
+	}
+	if got := shadowedPins(nil); len(got) != 0 {
+		t.Errorf("no user values: %v", got)
 	}
 }
 

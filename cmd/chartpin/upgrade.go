@@ -119,6 +119,12 @@ func printUpgrade(c *cli.Context, output string, res upgrade.Result) error {
 	if res.Decision == "" {
 		return nil // the error says why the tick stopped after the recovery
 	}
+	if len(res.Shadowed) > 0 {
+		if _, err := fmt.Fprintf(w, "release %s (namespace %s): warning: user-supplied values override the chart's pins at %s; upgrades re-apply them, so these pins never move\n",
+			res.Release, res.Namespace, strings.Join(res.Shadowed, ", ")); err != nil {
+			return err
+		}
+	}
 	latest := res.Latest
 	if latest == "" {
 		latest = "not fetched"
