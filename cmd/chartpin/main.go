@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/chartpin/chartpin/ghactions"
 	"github.com/chartpin/chartpin/internal/failure"
 )
 
@@ -16,7 +17,12 @@ func main() {
 	err := newApp().RunContext(ctx, os.Args)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "chartpin:", err)
+		msg := err.Error()
+		if os.Getenv("GITHUB_ACTIONS") == "true" {
+			// An error can quote repository values: keep them from starting workflow commands.
+			msg = ghactions.EscapeData(msg)
+		}
+		fmt.Fprintln(os.Stderr, "chartpin:", msg)
 	}
 	os.Exit(failure.Code(err))
 }
