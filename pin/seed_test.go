@@ -376,3 +376,42 @@ func TestOneHeadPerUniqueRef(t *testing.T) {
 		t.Errorf("%d pins, want 4", n)
 	}
 }
+
+// Two configured charts: when the second one's image does not resolve, the
+// first chart's pins are not written either (all or nothing per run).
+func TestMultiChartAllOrNothing(t *testing.T) {
+	reg := registrytest.New(t)
+	reg.PushIndex(t, "team/a", "1", "linux/amd64")
+	root := t.TempDir()
+	chart := func(name, repo string) map[string]string {
+		return map[string]string{
+			name + "/Chart.yaml":  "apiVersion: v2\nname: " + name + "\nversion: 1.0.0\n",
+			name + "/values.yaml": "image:\n  repository: " + reg.Host + "/" + repo + "\n  tag: \"1\"\n  digest: \"\"\n",
+		}
+	}
+	files := chart("a", "team/a")
+	for k, v := range chart("b", "team/missing") {
+		files[k] = v
+	}
+	files["chartpin.yaml"] = "charts:\n  - dir: a\n    images: [{at: image}]\n  - dir: b\n    images: [{at: image}]\n"
+	writeTree(t, root, files)
+	before := hashTree(t, root)
+	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Plan(context.Background(), Options{ConfigPath: filepath.Join(root, "chartpin.yaml"), Resolver: r})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(root, "b", "values.yaml")+":4 (image.digest): image "+reg.Host+"/team/missing:1") {
+		t.Fatalf("err = %v", err)
+	}
+	sameHashes(t, before, hashTree(t, root))
+
+	// Selecting only chart a by its directory pins it alone.
+	res, err := Plan(context.Background(), Options{ConfigPath: filepath.Join(root, "chartpin.yaml"), ChartDirs: []string{filepath.Join(root, "a")}, Resolver: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Charts) != 1 || res.Charts[0].Name != "a" || len(res.Files()) != 2 {
+		t.Errorf("selected run: %d charts, %d files", len(res.Charts), len(res.Files()))
+	}
+}
