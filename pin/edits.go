@@ -2,7 +2,6 @@ package pin
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +15,7 @@ import (
 
 // edits computes the chart's pin and tag edits, the copies of old digests,
 // and the version bump, and returns the files that change.
-func (c *chart) edits(ctx context.Context, opts Options, log *slog.Logger) ([]FileChange, error) {
+func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
 	var (
 		edits []yamledit.Edit
 		errs  []error

@@ -180,7 +180,7 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 	}
 	res := &Result{}
 	for _, c := range charts {
-		files, err := c.edits(ctx, opts, log)
+		files, err := c.edits(opts, log)
 		if err != nil {
 			return nil, err
 		}
