@@ -3,11 +3,13 @@ package charts_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"sigs.k8s.io/yaml"
 
@@ -55,15 +57,34 @@ func TestPinExample(t *testing.T) {
 		t.Fatalf("chartpin.yaml configures %+v, want charts/example with appVersion lockstep", cfg.Charts)
 	}
 
+	// The lock answers for the refs values.yaml names today (a release cut
+	// may have moved a tag since this test was written).
+	var committed map[string]any
+	if err := yaml.Unmarshal(before, &committed); err != nil {
+		t.Fatal(err)
+	}
+	ref := func(path, tagKey string) string {
+		var block any = committed
+		for _, k := range strings.Split(path, ".") {
+			block = block.(map[string]any)[k]
+		}
+		b := block.(map[string]any)
+		var tag any = b
+		for _, k := range strings.Split(tagKey, ".") {
+			tag = tag.(map[string]any)[k]
+		}
+		return fmt.Sprintf("%s:%v", b["repository"], tag)
+	}
 	both := []string{"linux/amd64", "linux/arm64"}
 	lock := resolver.NewLock()
-	for ref, d := range map[string]string{
-		"docker.io/chartpin/jobs-manager:prod":     dJMProd,
-		"docker.io/chartpin/pods-monitor:prod":     dPM,
-		"docker.io/chartpin/resource-monitor:prod": dRM,
-		"ghcr.io/chartpin/chartpin:0.1.0":          dTool,
+	for r, d := range map[string]string{
+		ref("images.jobsManager", "channelTags.prod"):     dJMProd,
+		ref("images.podsMonitor", "channelTags.prod"):     dPM,
+		ref("images.resourceMonitor", "channelTags.prod"): dRM,
+		ref("reconcile.image", "tag"):                     dTool,
+		ref("autoUpgrade.image", "tag"):                   dTool,
 	} {
-		lock.Set(ref, resolver.LockEntry{Digest: d, Platforms: both})
+		lock.Set(r, resolver.LockEntry{Digest: d, Platforms: both})
 	}
 	res, err := pin.Plan(context.Background(), pin.Options{
 		ConfigPath: filepath.Join(root, "chartpin.yaml"),
@@ -121,8 +142,17 @@ func TestPinExample(t *testing.T) {
 
 	// Chart.yaml: version and appVersion, lockstep, nothing else.
 	chartAfter := mustRead(t, chartPath)
-	wantChart := bytes.Replace(chartBefore, []byte("version: 0.1.0"), []byte("version: 0.1.1"), 1)
-	wantChart = bytes.Replace(wantChart, []byte(`appVersion: "0.1.0"`), []byte(`appVersion: "0.1.1"`), 1)
+	var meta struct{ Version, AppVersion string }
+	if err := yaml.Unmarshal(chartBefore, &meta); err != nil {
+		t.Fatal(err)
+	}
+	v := semver.MustParse(meta.Version)
+	next := v.IncPatch().String()
+	if meta.AppVersion != meta.Version {
+		t.Fatalf("Chart.yaml version %s and appVersion %s are not in lockstep", meta.Version, meta.AppVersion)
+	}
+	wantChart := bytes.Replace(chartBefore, []byte("version: "+meta.Version), []byte("version: "+next), 1)
+	wantChart = bytes.Replace(wantChart, []byte(`appVersion: "`+meta.Version+`"`), []byte(`appVersion: "`+next+`"`), 1)
 	if !bytes.Equal(chartAfter, wantChart) {
 		t.Errorf("Chart.yaml after pin:\n%s\nwant:\n%s", chartAfter, wantChart)
 	}

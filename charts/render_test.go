@@ -154,14 +154,16 @@ func renderParsed(t *testing.T, r rendered, manifest string) rendered {
 }
 
 const (
+	// unpinned clears every pin and fixes every tag, so the tests hold
+	// whatever the release job has since written into values.yaml.
 	unpinned = `
 images:
-  jobsManager: {digest: "", prodDigest: ""}
-  podsMonitor: {digest: "", prodDigest: ""}
-  requestsProxy: {digest: "", prodDigest: ""}
-  resourceMonitor: {digest: "", prodDigest: ""}
-reconcile: {image: {digest: ""}}
-autoUpgrade: {image: {digest: ""}}
+  jobsManager: {digest: "", prodDigest: "", prodPin: true, tag: "", channelTags: {dev: dev, stg: stg, prod: prod}}
+  podsMonitor: {digest: "", prodDigest: "", prodPin: true, tag: "", channelTags: {dev: dev, stg: stg, prod: prod}}
+  requestsProxy: {digest: "", prodDigest: "", prodPin: true, tag: "", channelTags: {dev: dev, stg: stg, prod: prod}}
+  resourceMonitor: {digest: "", prodDigest: "", prodPin: true, tag: "", channelTags: {dev: dev, stg: stg, prod: prod}}
+reconcile: {image: {digest: "", tag: "0.1.0"}}
+autoUpgrade: {image: {digest: "", tag: "0.1.0"}}
 `
 	hub    = "docker.io/chartpin/"
 	jm     = hub + "jobs-manager"

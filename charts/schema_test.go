@@ -163,14 +163,17 @@ func TestLint(t *testing.T) {
 func TestPackage(t *testing.T) {
 	dir := builtCharts(t)
 	dest := t.TempDir()
+	archives := map[string]string{}
 	for _, name := range []string{"chartpin-lib", "example"} {
 		p := action.NewPackage()
 		p.Destination = dest
-		if _, err := p.Run(filepath.Join(dir, name), nil); err != nil {
+		path, err := p.Run(filepath.Join(dir, name), nil)
+		if err != nil {
 			t.Fatalf("helm package %s: %v", name, err)
 		}
+		archives[name] = path
 	}
-	c, err := loader.Load(filepath.Join(dest, "example-0.1.0.tgz"))
+	c, err := loader.Load(archives["example"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +189,7 @@ func TestPackage(t *testing.T) {
 			t.Errorf("packaged chart carries %s", f.Name)
 		}
 	}
-	lib, err := loader.Load(filepath.Join(dest, "chartpin-lib-0.1.0.tgz"))
+	lib, err := loader.Load(archives["chartpin-lib"])
 	if err != nil {
 		t.Fatal(err)
 	}
