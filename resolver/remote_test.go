@@ -478,3 +478,21 @@ func TestDockerHubRefsGoToIndexDockerIOOverHTTPS(t *testing.T) {
 		t.Errorf("requests %v, want one https ping of index.docker.io", ft.urls)
 	}
 }
+
+func TestMirrorWithPathPrefix(t *testing.T) {
+	mirror := registrytest.New(t) // a proxy cache that keeps docker.io under a project, as Harbor does
+	want := mirror.PushIndex(t, "dockerhub/library/nginx", "1.27", "linux/amd64", "linux/arm64")
+	mirror.Reset()
+	r, err := resolver.New(resolver.WithInsecureRegistries(mirror.Host),
+		resolver.WithMirrors(map[string]string{"index.docker.io": mirror.Host + "/dockerhub"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := r.Resolve(context.Background(), "nginx:1.27")
+	if err != nil || img.Digest != want || img.Ref != "docker.io/library/nginx:1.27" || img.Source != mirror.Host+"/dockerhub/library/nginx:1.27" {
+		t.Fatalf("%+v, %v", img, err)
+	}
+	if mirror.Count("HEAD") != 1 {
+		t.Errorf("mirror saw %v", mirror.Requests())
+	}
+}
