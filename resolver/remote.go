@@ -109,6 +109,7 @@ func (r *Remote) head(ctx context.Context, src name.Reference) (Image, error) {
 	if err != nil {
 		return Image{}, classify(source, err)
 	}
+	r.o.logger.Debug("resolved", "ref", source, "digest", desc.Digest.String(), "mediaType", string(desc.MediaType))
 	return Image{Source: source, Digest: desc.Digest.String(), MediaType: string(desc.MediaType)}, nil
 }
 
