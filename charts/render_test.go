@@ -340,6 +340,9 @@ images:
 				if !r.has("CronJob", releaseNs, "rel-example-upgrade") {
 					t.Error("auto-upgrade must stay when the reconcile retires")
 				}
+				if !strings.Contains(r.notes, "Reconcile: retired, every image is pinned.") {
+					t.Errorf("NOTES do not say the reconcile retired:\n%s", r.notes)
+				}
 			},
 		},
 		{
@@ -366,6 +369,11 @@ images:
 		{
 			name:   "reconcile disabled: Always everywhere unpinned",
 			values: []string{"reconcile: {enabled: false}"},
+			check: func(t *testing.T, r rendered) {
+				if !strings.Contains(r.notes, "Reconcile: disabled; unpinned images pull Always") {
+					t.Errorf("NOTES do not say the reconcile is off:\n%s", r.notes)
+				}
+			},
 			images: map[string]want{
 				"api": {jm + ":prod", always}, "pods-monitor": {pm + ":prod", always},
 				"proxy": {jm + ":prod", always}, "resource-monitor": {rm + ":prod", always},
