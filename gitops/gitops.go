@@ -46,7 +46,8 @@ type Repo struct {
 	repo    *git.Repository
 	root    string
 	remote  string
-	auth    transport.AuthMethod
+	auth    transport.AuthMethod // for http(s) remotes
+	sshAuth transport.AuthMethod // for ssh remotes
 	authErr error
 	name    string
 	email   string
@@ -78,12 +79,21 @@ func WithSSHKey(path, passphrase string) Option {
 			r.authErr = fmt.Errorf("reading ssh key %s: %w; fix the key path or passphrase", path, err)
 			return
 		}
-		r.auth = k
+		r.sshAuth = k
 	}
 }
 
-// WithAuth sets any go-git auth method.
-func WithAuth(a transport.AuthMethod) Option { return func(r *Repo) { r.auth = a } }
+// WithAuth sets any go-git auth method (an SSH one is used for SSH remotes,
+// any other for HTTP(S) remotes).
+func WithAuth(a transport.AuthMethod) Option {
+	return func(r *Repo) {
+		if _, ok := a.(gitssh.AuthMethod); ok {
+			r.sshAuth = a
+		} else {
+			r.auth = a
+		}
+	}
+}
 
 // WithCommitter sets the author and committer of chartpin's commits.
 func WithCommitter(name, email string) Option {
@@ -427,13 +437,11 @@ func (r *Repo) Push(ctx context.Context, branch string, commit plumbing.Hash, ba
 
 // authFor returns the auth method for the remote's URL scheme.
 func (r *Repo) authFor() transport.AuthMethod {
-	if r.auth == nil {
-		return nil
-	}
 	u, _ := r.RemoteURL()
-	_, isSSH := r.auth.(gitssh.AuthMethod)
-	isHTTP := strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")
-	if (isSSH && isSSHURL(u)) || (!isSSH && isHTTP) {
+	switch {
+	case isSSHURL(u):
+		return r.sshAuth // nil: go-git's default, the SSH agent
+	case strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://"):
 		return r.auth
 	}
 	return nil // a local path or file:// remote takes no credentials
