@@ -135,6 +135,23 @@ func TestAPIErrors(t *testing.T) {
 			want:  []string{"listing open pull requests for chartpin/pins in acme/charts", "GitHub answered 401 Bad credentials", "GITHUB_TOKEN was refused"},
 		},
 		{
+			name: "403 token without pull-requests: write",
+			inject: func(f *fakegithub.Server) {
+				f.FailNext("POST", `/pulls$`, 403, `{"message":"Resource not accessible by integration"}`)
+			},
+			seq:  []string{list, create},
+			want: []string{"GitHub answered 403 Resource not accessible by integration", "pull-requests: write"},
+		},
+		{
+			name: "422 on edit",
+			inject: func(f *fakegithub.Server) {
+				f.FailNext("GET", `/pulls$`, 200, `[{"number":7,"state":"open","title":"old","body":"old","head":{"ref":"chartpin/pins","repo":{"full_name":"acme/charts"}},"base":{"ref":"main"}}]`)
+				f.FailNext("PATCH", `/pulls/7$`, 422, `{"message":"Validation Failed","errors":[{"resource":"PullRequest","field":"base","code":"invalid"}]}`)
+			},
+			seq:  []string{list, "PATCH /repos/acme/charts/pulls/7"},
+			want: []string{"updating pull request #7", "GitHub answered 422 Validation Failed: base invalid"},
+		},
+		{
 			name: "502 on list",
 			inject: func(f *fakegithub.Server) {
 				f.FailNext("GET", `/pulls$`, 502, `{"message":"Server Error"}`)

@@ -501,3 +501,23 @@ func TestDirtyCheckoutRefused(t *testing.T) {
 		t.Fatal("the user's edit was touched")
 	}
 }
+
+// Without a token a dry run still shows the commit, and says it did not
+// look the pull request up.
+func TestDryRunWithoutToken(t *testing.T) {
+	w := newWorld(t)
+	o := w.options(t, w.clone(t), true)
+	o.PRs = nil
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := rep.Text(); !strings.Contains(text, "no GITHUB_TOKEN: not looked up") || !strings.Contains(text, "would commit on chartpin/pins") {
+		t.Fatalf("text:\n%s", text)
+	}
+	seq(t, w.gh)
+	o.DryRun = false
+	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "GITHUB_TOKEN") {
+		t.Fatalf("real run without a PR service: %v", err)
+	}
+}
