@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/resolver"
 )
+
+var valueText = regexp.MustCompile(`^ ?["']?[A-Za-z0-9_.:/@~-]*["']? ?$`)
 
 // FuzzPin feeds arbitrary values.yaml bytes through discovery and a pin
 // write (offline, from a lock built for whatever was discovered). Either
@@ -121,6 +124,18 @@ func FuzzPin(f *testing.F) {
 			pre := []rune(bl[i])
 			if col-1 <= len(pre) && !strings.HasPrefix(al[i], string(pre[:col-1])) {
 				t.Fatalf("line %d changed before the pin's column %d:\n-%q\n+%q", i+1, col, bl[i], al[i])
+			}
+			// What changed between the common prefix and suffix is value text
+			// only (a digest, a tag, quotes, the blank before a new value).
+			a, b := bl[i], al[i]
+			for len(a) > 0 && len(b) > 0 && a[0] == b[0] {
+				a, b = a[1:], b[1:]
+			}
+			for len(a) > 0 && len(b) > 0 && a[len(a)-1] == b[len(b)-1] {
+				a, b = a[:len(a)-1], b[:len(b)-1]
+			}
+			if !valueText.MatchString(a) || !valueText.MatchString(b) {
+				t.Fatalf("line %d: %q replaced by %q, which is more than a value:\n-%q\n+%q", i+1, a, b, bl[i], al[i])
 			}
 		}
 		res2, err := Plan(context.Background(), opts)
