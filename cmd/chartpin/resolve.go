@@ -104,18 +104,18 @@ func newResolver(c *cli.Context) (*resolverSession, error) {
 	return s, nil
 }
 
-// keychain is the Docker config keychain, or CHARTPIN_REGISTRY_AUTH
-// (user:password for every registry) when set.
+// keychain is the Docker config keychain, or CHARTPIN_REGISTRY_AUTH when
+// set: user:password for every registry, or HOST=user:password for one.
 func keychain() (authn.Keychain, error) {
 	v := os.Getenv("CHARTPIN_REGISTRY_AUTH")
 	if v == "" {
 		return authn.DefaultKeychain, nil
 	}
-	user, pass, ok := strings.Cut(v, ":")
-	if !ok {
-		return nil, usage("CHARTPIN_REGISTRY_AUTH: want user:password (the value is not shown)")
+	kc, err := resolver.RegistryAuthKeychain(v, authn.DefaultKeychain)
+	if err != nil {
+		return nil, usage("%w", err)
 	}
-	return resolver.StaticKeychain(user, pass), nil
+	return kc, nil
 }
 
 type resolveOutput struct {

@@ -212,6 +212,15 @@ func TestResolveRegistryAuthNeverPrinted(t *testing.T) {
 	if strings.Contains(leaks, secret) {
 		t.Errorf("the password leaked:\n%s", leaks)
 	}
+	// Scoped to the registry: the same password, offered to that host only.
+	t.Setenv("CHARTPIN_REGISTRY_AUTH", reg.Host+"="+user+":"+secret)
+	if out, errOut, code := runResolveCLI(t, "--insecure-registry", reg.Host, "resolve", reg.Host+"/app:1"); code != 0 || !strings.Contains(out, want) {
+		t.Errorf("HOST=user:password: exit %d, %s", code, errOut)
+	}
+	t.Setenv("CHARTPIN_REGISTRY_AUTH", "other.example="+user+":"+secret)
+	if _, errOut, code := runResolveCLI(t, "--insecure-registry", reg.Host, "resolve", reg.Host+"/app:1"); code != 1 || !strings.Contains(errOut, "registry refused credentials") {
+		t.Errorf("credentials for another host must not be offered: exit %d, %s", code, errOut)
+	}
 	t.Setenv("CHARTPIN_REGISTRY_AUTH", secret) // no colon
 	_, errOut, code = runResolveCLI(t, "resolve", "x/y:1")
 	if code != 2 || strings.Contains(errOut, secret) {
