@@ -32,6 +32,9 @@ type store interface {
 
 type dirStore struct{}
 
+// newDirStore is a seam for tests that need a faulty disk.
+var newDirStore = func() store { return dirStore{} }
+
 func (dirStore) read(name string) ([]byte, error) { return os.ReadFile(name) }
 func (dirStore) write(name string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
@@ -73,7 +76,7 @@ func publishIndex(ctx context.Context, md *chart.Metadata, res *Result, o Option
 	if res.Prerelease {
 		dir = o.PrereleaseIndex
 	}
-	var st store = dirStore{}
+	var st = newDirStore()
 	var gs *gitStore
 	if o.PagesBranch != "" {
 		if !res.Prerelease {
@@ -126,6 +129,11 @@ func publishIndex(ctx context.Context, md *chart.Metadata, res *Result, o Option
 
 	if err := st.write(tgzPath, res.Package); err != nil {
 		return nil, err
+	}
+	// Re-read the tarball before the index points at it.
+	if got, err := st.read(tgzPath); err != nil || sha256hex(got) != res.Digest {
+		return nil, fmt.Errorf("%w: %s reads back with other bytes than were written (%v); the index was not updated: check the disk and re-run",
+			failure.ErrFindings, tgzPath, err)
 	}
 	if res.Provenance != nil {
 		if err := st.write(tgzPath+".prov", res.Provenance); err != nil {

@@ -575,3 +575,49 @@ func TestIndexAndOCITogether(t *testing.T) {
 		t.Fatal("index tarball and OCI chart differ")
 	}
 }
+
+// lossyStore drops the last byte of every tarball it writes: a disk or
+// sync tool that corrupts silently. The post-write check must catch it.
+type lossyStore struct{ dirStore }
+
+func (l lossyStore) write(name string, data []byte) error {
+	if strings.HasSuffix(name, ".tgz") {
+		data = data[:len(data)-1]
+	}
+	return l.dirStore.write(name, data)
+}
+
+func TestPostWriteCheckCatchesCorruptWrite(t *testing.T) {
+	defer func(old func() store) { newDirStore = old }(newDirStore)
+	newDirStore = func() store { return lossyStore{} }
+	repoDir := t.TempDir()
+	chartDir := writeChart(t, t.TempDir(), "1.0.0", "1.0.0", "0.8")
+	_, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: repoDir}))
+	if !errors.Is(err, failure.ErrFindings) || !strings.Contains(err.Error(), "reads back with other bytes") {
+		t.Fatalf("corrupt write = %v, want a post-write finding", err)
+	}
+	if _, err := os.Stat(filepath.Join(repoDir, "index.yaml")); !os.IsNotExist(err) {
+		t.Fatal("the index was written to point at a corrupt tarball")
+	}
+}
+
+// lossyIndexStore corrupts index.yaml on write: the re-read check after the
+// index write must catch it.
+type lossyIndexStore struct{ dirStore }
+
+func (l lossyIndexStore) write(name string, data []byte) error {
+	if strings.HasSuffix(name, "index.yaml") {
+		data = bytes.Replace(data, []byte("digest: "), []byte("digest: 0"), 1)
+	}
+	return l.dirStore.write(name, data)
+}
+
+func TestPostWriteIndexCheck(t *testing.T) {
+	defer func(old func() store) { newDirStore = old }(newDirStore)
+	newDirStore = func() store { return lossyIndexStore{} }
+	chartDir := writeChart(t, t.TempDir(), "1.0.0", "1.0.0", "0.8")
+	_, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: t.TempDir()}))
+	if !errors.Is(err, failure.ErrFindings) || !strings.Contains(err.Error(), "after adding app 1.0.0") || !strings.Contains(err.Error(), "digest mismatch") {
+		t.Fatalf("corrupt index write = %v, want a post-write finding", err)
+	}
+}
