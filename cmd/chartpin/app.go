@@ -25,8 +25,17 @@ func register(c *cli.Command) { commands = append(commands, c) }
 
 func newApp() *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
+	globals := map[string]bool{}
+	for _, f := range globalFlags() {
+		globals[f.Names()[0]] = true
+	}
 	for _, c := range commands {
-		bindEnv(c.Flags)
+		bindEnv(c.Flags, "CHARTPIN_", func(flag string) string {
+			if globals[flag] { // e.g. upgrade --timeout: its own variable, CHARTPIN_UPGRADE_TIMEOUT
+				return "CHARTPIN_" + envName(c.Name) + "_"
+			}
+			return "CHARTPIN_"
+		})
 	}
 	// -v is --verbose here, so --version has no short form.
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
@@ -36,7 +45,7 @@ func newApp() *cli.App {
 		Version:              version,
 		EnableBashCompletion: true,
 		Commands:             commands,
-		Flags:                bindEnv(globalFlags()),
+		Flags:                bindEnv(globalFlags(), "CHARTPIN_", nil),
 		ExitErrHandler:       func(*cli.Context, error) {}, // main maps errors to exit codes
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return failure.Input(err)
@@ -57,10 +66,15 @@ func globalFlags() []cli.Flag {
 	}
 }
 
-// bindEnv binds every flag to CHARTPIN_<FLAG>, so CI can configure by environment.
-func bindEnv(flags []cli.Flag) []cli.Flag {
+// bindEnv binds every flag to CHARTPIN_<FLAG>, so CI can configure by
+// environment; prefixFor, when set, picks another prefix for some flags.
+func bindEnv(flags []cli.Flag, prefix string, prefixFor func(flag string) string) []cli.Flag {
 	for _, f := range flags {
-		env := "CHARTPIN_" + strings.ToUpper(strings.ReplaceAll(f.Names()[0], "-", "_"))
+		p := prefix
+		if prefixFor != nil {
+			p = prefixFor(f.Names()[0])
+		}
+		env := p + envName(f.Names()[0])
 		switch f := f.(type) {
 		case *cli.StringFlag:
 			f.EnvVars = appendOnce(f.EnvVars, env)
@@ -78,6 +92,8 @@ func bindEnv(flags []cli.Flag) []cli.Flag {
 	}
 	return flags
 }
+
+func envName(s string) string { return strings.ToUpper(strings.ReplaceAll(s, "-", "_")) }
 
 func appendOnce(list []string, s string) []string {
 	for _, x := range list {
