@@ -18,24 +18,36 @@ type staticKeychain struct{ auth authn.Authenticator }
 
 func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.auth, nil }
 
-// RegistryAuthKeychain reads CHARTPIN_REGISTRY_AUTH: `user:password` for
-// every registry, or `HOST=user:password` for that registry only, with the
-// Docker config keychain (fallback) answering every other one — so a
-// private registry's password is never offered to Docker Hub. Errors never
-// contain the value.
-func RegistryAuthKeychain(value string, fallback authn.Keychain) (authn.Keychain, error) {
-	if host, creds, ok := strings.Cut(value, "="); ok && strings.Contains(creds, ":") && isHost(host) {
-		user, pass, _ := strings.Cut(creds, ":")
-		if user == "" || pass == "" {
-			return nil, errors.New("CHARTPIN_REGISTRY_AUTH: want HOST=user:password with both parts (the value is not shown)")
+// ParseRegistryAuth splits CHARTPIN_REGISTRY_AUTH: `user:password` (host
+// "", every registry) or `HOST=user:password` (that registry only). Errors
+// never contain the value.
+func ParseRegistryAuth(value string) (host, user, password string, err error) {
+	if h, creds, ok := strings.Cut(value, "="); ok && strings.Contains(creds, ":") && isHost(h) {
+		user, password, _ = strings.Cut(creds, ":")
+		if user == "" || password == "" {
+			return "", "", "", errors.New("CHARTPIN_REGISTRY_AUTH: want HOST=user:password with both parts (the value is not shown)")
 		}
-		return hostKeychain{host: canonicalHost(host), auth: authn.FromConfig(authn.AuthConfig{Username: user, Password: pass}), next: fallback}, nil
+		return canonicalHost(h), user, password, nil
 	}
-	user, pass, ok := strings.Cut(value, ":")
-	if !ok || user == "" || pass == "" {
-		return nil, errors.New("CHARTPIN_REGISTRY_AUTH: want user:password or HOST=user:password (the value is not shown)")
+	user, password, ok := strings.Cut(value, ":")
+	if !ok || user == "" || password == "" {
+		return "", "", "", errors.New("CHARTPIN_REGISTRY_AUTH: want user:password or HOST=user:password (the value is not shown)")
 	}
-	return StaticKeychain(user, pass), nil
+	return "", user, password, nil
+}
+
+// RegistryAuthKeychain is the keychain for CHARTPIN_REGISTRY_AUTH: scoped
+// to one host, the fallback (the Docker config keychain) answers every other
+// registry — so a private registry's password is never offered to Docker Hub.
+func RegistryAuthKeychain(value string, fallback authn.Keychain) (authn.Keychain, error) {
+	host, user, password, err := ParseRegistryAuth(value)
+	if err != nil {
+		return nil, err
+	}
+	if host == "" {
+		return StaticKeychain(user, password), nil
+	}
+	return hostKeychain{host: host, auth: authn.FromConfig(authn.AuthConfig{Username: user, Password: password}), next: fallback}, nil
 }
 
 // isHost accepts registry hosts like ghcr.io, localhost, 127.0.0.1:5000 —
