@@ -69,8 +69,26 @@ func (g *gitStore) where(dir string) string { return g.branch.Name + ":" + g.joi
 
 const indexName = "index.yaml"
 
+// pagesAttempts bounds re-merges when gh-pages moves under a publish: the
+// per-chart concurrency groups do not serialise two charts sharing one
+// gh-pages branch, and a re-fetched merge is as correct as the first.
+const pagesAttempts = 3
+
+// beforePagesPush is a seam for tests that move gh-pages under a publish.
+var beforePagesPush = func() {}
+
 // publishIndex adds the package to the stable or prerelease index.
 func publishIndex(ctx context.Context, md *chart.Metadata, res *Result, o Options) (*IndexResult, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := publishIndexOnce(ctx, md, res, o)
+		if o.PagesBranch == "" || !errors.Is(err, gitops.ErrMoved) || attempt == pagesAttempts {
+			return out, err
+		}
+		o.Logger.Info("gh-pages moved during the publish; merging again", "branch", o.PagesBranch, "attempt", attempt+1)
+	}
+}
+
+func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Options) (*IndexResult, error) {
 	stable := !res.Prerelease
 	dir := o.IndexDir
 	if res.Prerelease {
@@ -177,6 +195,7 @@ func publishIndex(ctx context.Context, md *chart.Metadata, res *Result, o Option
 	if err != nil {
 		return out, err
 	}
+	beforePagesPush()
 	if err := o.Repo.Push(ctx, o.PagesBranch, c.Hash, gs.branch); err != nil {
 		return out, err
 	}

@@ -112,3 +112,60 @@ func TestPagesBranch(t *testing.T) {
 		t.Fatal("no-op publish pushed to gh-pages")
 	}
 }
+
+// Another chart's publish lands on gh-pages between our fetch and our push:
+// the publish merges again onto the new tip, keeping both.
+func TestPagesBranchMovedIsMergedAgain(t *testing.T) {
+	root := t.TempDir()
+	bare, work := filepath.Join(root, "r.git"), filepath.Join(root, "work")
+	git(t, root, "init", "-q", "--bare", bare)
+	git(t, root, "init", "-q", work)
+	chartDir := writeChart(t, filepath.Join(work, "charts/app"), "1.0.0", "1.0.0", "0.8")
+	otherDir := writeChart(t, filepath.Join(root, "other"), "2.0.0", "2.0.0", "0.8")
+	os.WriteFile(filepath.Join(otherDir, "Chart.yaml"), []byte("apiVersion: v2\nname: other\nversion: 2.0.0\n"), 0o644)
+	git(t, work, "add", ".")
+	git(t, work, "commit", "-qm", "chart")
+	git(t, work, "remote", "add", "origin", bare)
+	git(t, work, "push", "-q", "origin", "main")
+	repo, err := gitops.Open(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := opts(Options{PagesBranch: "gh-pages", Repo: repo})
+	ctx := context.Background()
+	if _, err := Publish(ctx, chartDir, o); err != nil {
+		t.Fatal(err)
+	}
+
+	defer func(old func()) { beforePagesPush = old }(beforePagesPush)
+	moved := 0
+	beforePagesPush = func() {
+		if moved++; moved == 1 { // the other chart's job publishes first
+			beforePagesPush = func() {}
+			if _, err := Publish(ctx, otherDir, opts(Options{PagesBranch: "gh-pages", Repo: repo})); err != nil {
+				t.Errorf("other publish: %v", err)
+			}
+			beforePagesPush = func() { moved++ }
+		}
+	}
+	writeChart(t, chartDir, "1.0.1", "1.0.1", "0.9")
+	r, err := Publish(ctx, chartDir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved != 2 {
+		t.Fatalf("pushes attempted after the move: %d, want a second attempt", moved-1)
+	}
+	idx := git(t, bare, "show", "gh-pages:index.yaml")
+	for _, want := range []string{"name: other", "version: 2.0.0", "version: 1.0.1", "version: 1.0.0"} {
+		if !strings.Contains(idx, want) {
+			t.Errorf("gh-pages index lacks %q:\n%s", want, idx)
+		}
+	}
+	if got := git(t, bare, "log", "--format=%s", "gh-pages"); got != "publish app 1.0.1\npublish other 2.0.0\npublish app 1.0.0" {
+		t.Fatalf("gh-pages history: %q", got)
+	}
+	if r.Index.Commit != git(t, bare, "rev-parse", "gh-pages") {
+		t.Fatal("result names another commit than the branch tip")
+	}
+}
