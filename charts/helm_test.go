@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 // vendored charts/ or Chart.lock) to a temporary tree and resolves the
 // example's file://../chartpin-lib dependency with Helm's dependency manager,
 // as `helm dependency update` does. It returns the tree's root.
-func builtCharts(t *testing.T) string {
+func builtCharts(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "chartpin-charts-")
@@ -101,7 +101,7 @@ func copyChart(name, dst string) error {
 }
 
 // loadExample loads the built example chart, with its library dependency.
-func loadExample(t *testing.T) *chart.Chart {
+func loadExample(t testing.TB) *chart.Chart {
 	t.Helper()
 	c, err := loader.Load(filepath.Join(builtCharts(t), "example"))
 	if err != nil {
@@ -111,7 +111,7 @@ func loadExample(t *testing.T) *chart.Chart {
 }
 
 // parseValues parses YAML overrides in the form a user passes with -f.
-func parseValues(t *testing.T, docs ...string) map[string]any {
+func parseValues(t testing.TB, docs ...string) map[string]any {
 	t.Helper()
 	out := map[string]any{}
 	for _, d := range docs {

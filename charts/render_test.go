@@ -1084,3 +1084,15 @@ func TestReleaseRollsOnlyWhatChanged(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRenderExample measures one client-side install render of the
+// example chart (the library's helpers recompute the plan at every call site).
+func BenchmarkRenderExample(b *testing.B) {
+	c := loadExample(b)
+	vals := parseValues(b, unpinned, "env: dev")
+	for b.Loop() {
+		if _, _, err := installDryRun(c, releaseNs, vals); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
