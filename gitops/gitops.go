@@ -392,7 +392,7 @@ func (r *Repo) rel(p string) (string, error) {
 	return filepath.ToSlash(rel), nil
 }
 
-// Push pushes the local branch at commit to the remote. base is the state
+// Push points the local branch at commit and pushes it. base is the state
 // Inspect saw: the push is refused (ErrMoved) unless the remote still has it.
 func (r *Repo) Push(ctx context.Context, branch string, commit plumbing.Hash, base Branch) error {
 	if base.Exists && base.Tip == commit {
@@ -400,6 +400,9 @@ func (r *Repo) Push(ctx context.Context, branch string, commit plumbing.Hash, ba
 	}
 	if r.authErr != nil {
 		return r.authErr
+	}
+	if err := r.setBranch(branch, commit); err != nil {
+		return err
 	}
 	ref := plumbing.NewBranchReferenceName(branch)
 	spec := config.RefSpec(fmt.Sprintf("%s:%s", ref, ref))
@@ -423,7 +426,8 @@ func (r *Repo) Push(ctx context.Context, branch string, commit plumbing.Hash, ba
 	case errors.Is(err, git.NoErrAlreadyUpToDate):
 		return nil
 	case strings.Contains(err.Error(), "required to be") || strings.Contains(err.Error(), "non-fast-forward") ||
-		strings.Contains(err.Error(), "fetch first") || strings.Contains(err.Error(), "stale info"):
+		strings.Contains(err.Error(), "fetch first") || strings.Contains(err.Error(), "stale info") ||
+		strings.Contains(err.Error(), "cannot lock ref") || strings.Contains(err.Error(), "failed to update ref"):
 		was := "absent"
 		if base.Exists {
 			was = short(base.Tip)

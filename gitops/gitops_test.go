@@ -475,3 +475,37 @@ func TestAuthMatchesRemoteScheme(t *testing.T) {
 		t.Fatalf("missing key: %v", err)
 	}
 }
+
+// The lease holds at the server too: the branch moves after the ref
+// listing, while the pack is on its way; git-receive-pack refuses the update
+// because its old value no longer matches.
+func TestLeaseCheckedByServer(t *testing.T) {
+	work, bare := fixture(t)
+	run(t, bare, "config", "http.receivepack", "true")
+	srv, _ := gitHTTP(t, filepath.Dir(bare), "tok")
+	run(t, work, "remote", "set-url", "origin", srv.URL+"/remote.git")
+	if _, err := release(t, open(t, work, WithToken("tok")), "sha256:aaa"); err != nil {
+		t.Fatal(err)
+	}
+	main := run(t, bare, "rev-parse", "main")
+	// Wrap the server: the first receive-pack POST moves the branch first.
+	inner := srv.Config.Handler
+	var moved atomic.Bool
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") && moved.CompareAndSwap(false, true) {
+			run(t, bare, "update-ref", "refs/heads/chartpin/pins", main)
+		}
+		inner.ServeHTTP(w, r)
+	})
+	_, err := release(t, open(t, work, WithToken("tok")), "sha256:bbb")
+	if !moved.Load() {
+		t.Fatal("the push never reached receive-pack")
+	}
+	if !errors.Is(err, ErrMoved) {
+		t.Fatalf("err = %v, want ErrMoved from the server-side check", err)
+	}
+	t.Logf("server-side refusal: %v", err)
+	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != main {
+		t.Fatalf("branch at %s, want the concurrent update %s kept", got, main)
+	}
+}
