@@ -127,7 +127,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 		fmt.Fprintf(w, "chart %s: version %s -> %s, appVersion %s -> %s\n", c.Name, c.OldVersion, c.NewVersion, c.OldAppVersion, c.NewAppVersion)
 	}
 	s := r.Stats()
-	fmt.Fprintf(w, "registry requests: %d HEAD, %d GET, %d token, %d other (%d unique refs)\n", s.HEAD, s.GET, s.Token, s.Other, len(refs)+1)
+	fmt.Fprintf(w, "registry requests: %d HEAD, %d GET, %d token, %d ping (%d unique refs)\n", s.HEAD, s.GET, s.Token, s.Ping, len(refs)+1)
 
 	fmt.Fprintf(w, "\n== chartpin pin again (idempotent: nothing moved, no bump)\n")
 	r2, err := newResolver()
