@@ -17,13 +17,18 @@ import (
 // version is set at link time: -ldflags "-X main.version=…".
 var version = "dev"
 
-// commands is filled by each command file's init, so that adding a command
-// touches only its own file.
-var commands []*cli.Command
+// commandBuilders is filled by each command file's init, so that adding a
+// command touches only its own file. Commands are built afresh for every
+// app: urfave/cli keeps parsed and environment values in its flag structs.
+var commandBuilders []func() *cli.Command
 
-func register(c *cli.Command) { commands = append(commands, c) }
+func register(newCommand func() *cli.Command) { commandBuilders = append(commandBuilders, newCommand) }
 
 func newApp() *cli.App {
+	commands := make([]*cli.Command, 0, len(commandBuilders))
+	for _, build := range commandBuilders {
+		commands = append(commands, build())
+	}
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
 	globals := map[string]bool{}
 	for _, f := range globalFlags() {

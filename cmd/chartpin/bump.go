@@ -10,18 +10,20 @@ import (
 )
 
 func init() {
-	register(&cli.Command{
-		Name:      "bump",
-		Usage:     "move Chart.yaml version (and appVersion in lockstep) byte-exactly",
-		ArgsUsage: "CHART_DIR [patch|minor|major|X.Y.Z]",
-		Description: "Without a second argument the version gets a patch bump. appVersion follows the\n" +
-			"version when the two are equal today (auto), or as --app-version-policy says.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "app-version", Usage: "set appVersion to `X.Y.Z` (a lockstep chart takes it as its version too)"},
-			&cli.StringFlag{Name: "app-version-policy", Value: chartbump.PolicyAuto, Usage: "auto|lockstep|keep|from:VALUE"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "print what would change, write nothing"},
-		},
-		Action: runBump,
+	register(func() *cli.Command {
+		return &cli.Command{
+			Name:      "bump",
+			Usage:     "move Chart.yaml version (and appVersion in lockstep) byte-exactly",
+			ArgsUsage: "CHART_DIR [patch|minor|major|X.Y.Z]",
+			Description: "Without a second argument the version gets a patch bump. appVersion follows the\n" +
+				"version when the two are equal today (auto), or as --app-version-policy says.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "app-version", Usage: "set appVersion to `X.Y.Z` (a lockstep chart takes it as its version too)"},
+				&cli.StringFlag{Name: "app-version-policy", Value: chartbump.PolicyAuto, Usage: "auto|lockstep|keep|from:VALUE"},
+				&cli.BoolFlag{Name: "dry-run", Usage: "print what would change, write nothing"},
+			},
+			Action: runBump,
+		}
 	})
 }
 

@@ -7,20 +7,22 @@ import (
 )
 
 func init() {
-	register(&cli.Command{
-		Name:        "completion",
-		Usage:       "print a shell completion script (bash or zsh)",
-		ArgsUsage:   "bash|zsh",
-		Description: "Load it with: source <(chartpin completion bash)",
-		Action: func(c *cli.Context) error {
-			shell := c.Args().First()
-			script, ok := completionScripts[shell]
-			if !ok {
-				return usage("completion: unknown shell %q; want bash or zsh", shell)
-			}
-			_, err := fmt.Fprint(c.App.Writer, script)
-			return err
-		},
+	register(func() *cli.Command {
+		return &cli.Command{
+			Name:        "completion",
+			Usage:       "print a shell completion script (bash or zsh)",
+			ArgsUsage:   "bash|zsh",
+			Description: "Load it with: source <(chartpin completion bash)",
+			Action: func(c *cli.Context) error {
+				shell := c.Args().First()
+				script, ok := completionScripts[shell]
+				if !ok {
+					return usage("completion: unknown shell %q; want bash or zsh", shell)
+				}
+				_, err := fmt.Fprint(c.App.Writer, script)
+				return err
+			},
+		}
 	})
 }
 

@@ -14,18 +14,20 @@ import (
 )
 
 func init() {
-	register(&cli.Command{
-		Name:      "guard",
-		Usage:     "refuse chart changes since --base without a semver version bump (read-only)",
-		ArgsUsage: "[CHART_DIR...]",
-		Flags: append(resolverFlags(),
-			&cli.StringFlag{Name: "base", Usage: "compare with this git `REF` (e.g. origin/main)"},
-			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present)"},
-			&cli.StringFlag{Name: "index", Usage: "refuse a version already in this index.yaml (`URL|FILE`)"},
-			&cli.StringFlag{Name: "oci", Usage: "refuse a version already pushed to `oci://HOST/PATH`"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json|markdown"},
-		),
-		Action: runGuard,
+	register(func() *cli.Command {
+		return &cli.Command{
+			Name:      "guard",
+			Usage:     "refuse chart changes since --base without a semver version bump (read-only)",
+			ArgsUsage: "[CHART_DIR...]",
+			Flags: append(resolverFlags(),
+				&cli.StringFlag{Name: "base", Usage: "compare with this git `REF` (e.g. origin/main)"},
+				&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present)"},
+				&cli.StringFlag{Name: "index", Usage: "refuse a version already in this index.yaml (`URL|FILE`)"},
+				&cli.StringFlag{Name: "oci", Usage: "refuse a version already pushed to `oci://HOST/PATH`"},
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json|markdown"},
+			),
+			Action: runGuard,
+		}
 	})
 }
 

@@ -12,24 +12,26 @@ import (
 )
 
 func init() {
-	register(&cli.Command{
-		Name:      "pin",
-		Usage:     "resolve every image a chart declares, write the pins into values.yaml, bump version+appVersion",
-		ArgsUsage: "[CHART_DIR...]",
-		Description: "With ./chartpin.yaml (or --config) exactly the configured images are pinned; without one,\n" +
-			"every pin key in each CHART_DIR's values.yaml is discovered. Nothing is written unless every\n" +
-			"image resolves and every policy holds; a second run changes nothing.",
-		Flags: append(resolverFlags(),
-			&cli.BoolFlag{Name: "dry-run", Usage: "print a unified diff, write nothing"},
-			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml; without one, discovery)"},
-			&cli.StringSliceFlag{Name: "set-tag", Usage: "move an image's tag first: `PATH=TAG` (PATH is the image's path, as in at:)"},
-			&cli.BoolFlag{Name: "rewrite-copies", Usage: "also rewrite other occurrences of an old pin in the chart"},
-			&cli.StringFlag{Name: "bump", Usage: "patch|minor|major|none (default: the config's, else patch)"},
-			&cli.StringFlag{Name: "version", Usage: "explicit new chart `VERSION` (still lockstep-checked)"},
-			&cli.StringFlag{Name: "app-version", Usage: "explicit new `APPVERSION` (still lockstep-checked)"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json|markdown"},
-		),
-		Action: runPin,
+	register(func() *cli.Command {
+		return &cli.Command{
+			Name:      "pin",
+			Usage:     "resolve every image a chart declares, write the pins into values.yaml, bump version+appVersion",
+			ArgsUsage: "[CHART_DIR...]",
+			Description: "With ./chartpin.yaml (or --config) exactly the configured images are pinned; without one,\n" +
+				"every pin key in each CHART_DIR's values.yaml is discovered. Nothing is written unless every\n" +
+				"image resolves and every policy holds; a second run changes nothing.",
+			Flags: append(resolverFlags(),
+				&cli.BoolFlag{Name: "dry-run", Usage: "print a unified diff, write nothing"},
+				&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml; without one, discovery)"},
+				&cli.StringSliceFlag{Name: "set-tag", Usage: "move an image's tag first: `PATH=TAG` (PATH is the image's path, as in at:)"},
+				&cli.BoolFlag{Name: "rewrite-copies", Usage: "also rewrite other occurrences of an old pin in the chart"},
+				&cli.StringFlag{Name: "bump", Usage: "patch|minor|major|none (default: the config's, else patch)"},
+				&cli.StringFlag{Name: "version", Usage: "explicit new chart `VERSION` (still lockstep-checked)"},
+				&cli.StringFlag{Name: "app-version", Usage: "explicit new `APPVERSION` (still lockstep-checked)"},
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json|markdown"},
+			),
+			Action: runPin,
+		}
 	})
 }
 

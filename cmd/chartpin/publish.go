@@ -15,29 +15,31 @@ import (
 )
 
 func init() {
-	register(&cli.Command{
-		Name:      "publish",
-		Usage:     "package a chart; add it to an index.yaml and/or push it to OCI; never overwrite a published version",
-		ArgsUsage: "CHART_DIR",
-		Description: "The same version with identical bytes is a no-op (exit 0); with other bytes it is refused\n" +
-			"(exit 1). Prereleases never enter the stable index: give them --prerelease-index. The index\n" +
-			"is re-read and checked after every write.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "index-dir", Usage: "Helm repository `DIR` (index.yaml and tarballs)"},
-			&cli.StringFlag{Name: "pages-branch", Usage: "Helm repository on git `BRANCH` (e.g. gh-pages) of --remote, pushed with GITHUB_TOKEN"},
-			&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` holding --pages-branch"},
-			&cli.StringFlag{Name: "base-url", Usage: "`URL` the index's tarball URLs point to"},
-			&cli.StringFlag{Name: "oci", Usage: "OCI target `oci://HOST/PATH` (the chart lands at PATH/NAME:VERSION)"},
-			&cli.StringFlag{Name: "prerelease-index", Usage: "where prereleases go: a `DIR` (or a path inside --pages-branch)"},
-			&cli.StringFlag{Name: "version", Usage: "expected chart `VERSION`; refused unless Chart.yaml says the same"},
-			&cli.StringFlag{Name: "app-version", Usage: "expected `APPVERSION`; refused unless Chart.yaml says the same"},
-			&cli.BoolFlag{Name: "sign", Usage: "write a provenance file (.prov) signed with --key"},
-			&cli.StringFlag{Name: "key", Usage: "signing key `NAME` in --keyring"},
-			&cli.StringFlag{Name: "keyring", Usage: "secret keyring `FILE` (default ~/.gnupg/secring.gpg)"},
-			&cli.StringFlag{Name: "passphrase-file", Usage: "`FILE` holding the signing key's passphrase"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
-		},
-		Action: runPublish,
+	register(func() *cli.Command {
+		return &cli.Command{
+			Name:      "publish",
+			Usage:     "package a chart; add it to an index.yaml and/or push it to OCI; never overwrite a published version",
+			ArgsUsage: "CHART_DIR",
+			Description: "The same version with identical bytes is a no-op (exit 0); with other bytes it is refused\n" +
+				"(exit 1). Prereleases never enter the stable index: give them --prerelease-index. The index\n" +
+				"is re-read and checked after every write.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "index-dir", Usage: "Helm repository `DIR` (index.yaml and tarballs)"},
+				&cli.StringFlag{Name: "pages-branch", Usage: "Helm repository on git `BRANCH` (e.g. gh-pages) of --remote, pushed with GITHUB_TOKEN"},
+				&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` holding --pages-branch"},
+				&cli.StringFlag{Name: "base-url", Usage: "`URL` the index's tarball URLs point to"},
+				&cli.StringFlag{Name: "oci", Usage: "OCI target `oci://HOST/PATH` (the chart lands at PATH/NAME:VERSION)"},
+				&cli.StringFlag{Name: "prerelease-index", Usage: "where prereleases go: a `DIR` (or a path inside --pages-branch)"},
+				&cli.StringFlag{Name: "version", Usage: "expected chart `VERSION`; refused unless Chart.yaml says the same"},
+				&cli.StringFlag{Name: "app-version", Usage: "expected `APPVERSION`; refused unless Chart.yaml says the same"},
+				&cli.BoolFlag{Name: "sign", Usage: "write a provenance file (.prov) signed with --key"},
+				&cli.StringFlag{Name: "key", Usage: "signing key `NAME` in --keyring"},
+				&cli.StringFlag{Name: "keyring", Usage: "secret keyring `FILE` (default ~/.gnupg/secring.gpg)"},
+				&cli.StringFlag{Name: "passphrase-file", Usage: "`FILE` holding the signing key's passphrase"},
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
+			},
+			Action: runPublish,
+		}
 	})
 }
 

@@ -18,27 +18,29 @@ import (
 )
 
 func init() {
-	register(&cli.Command{
-		Name:  "reconcile",
-		Usage: "one in-cluster digest-on-update tick: re-image workloads that run an older digest than their tag names",
-		Description: `Reads the targets file the library chart renders, resolves each floating tag once,
+	register(func() *cli.Command {
+		return &cli.Command{
+			Name:  "reconcile",
+			Usage: "one in-cluster digest-on-update tick: re-image workloads that run an older digest than their tag names",
+			Description: `Reads the targets file the library chart renders, resolves each floating tag once,
 compares with what each workload runs (spec image and ready pods' imageID) and re-images
 by digest with one patch per workload, then waits for the rollouts. Exit 1 on any read
 error, stuck rollout, skip streak or lockout. The tick's budget is --deadline (the global
 --timeout does not apply: it would undercut the rollout wait). Re-arm a locked-out workload with:
   kubectl -n NAMESPACE annotate deployment/NAME ` + reconcile.AttemptsAnnotation + `-`,
-		Flags: append(resolverFlags(),
-			&cli.StringFlag{Name: "targets", Usage: "targets `FILE` (the chart's ConfigMap key targets.yaml)"},
-			&cli.StringFlag{Name: "kubeconfig", EnvVars: []string{"KUBECONFIG"}, Usage: "kubeconfig `FILE` (default: the in-cluster config)"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "decide and print, change nothing"},
-			&cli.DurationFlag{Name: "rollout-timeout", Value: 10 * time.Minute, Usage: "wait this long for each re-imaged workload (they roll out in parallel)"},
-			&cli.DurationFlag{Name: "deadline", Value: 20 * time.Minute, Usage: "deadline for the whole tick; must exceed --rollout-timeout"},
-			&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "deadline for each API request"},
-			&cli.IntFlag{Name: "max-skips", Value: 4, Usage: "fail once a workload was not settled on more than this many ticks in a row"},
-			&cli.IntFlag{Name: "max-attempts", Value: 3, Usage: "lock a workload out after this many re-images without a completed rollout"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
-		),
-		Action: runReconcile,
+			Flags: append(resolverFlags(),
+				&cli.StringFlag{Name: "targets", Usage: "targets `FILE` (the chart's ConfigMap key targets.yaml)"},
+				&cli.StringFlag{Name: "kubeconfig", EnvVars: []string{"KUBECONFIG"}, Usage: "kubeconfig `FILE` (default: the in-cluster config)"},
+				&cli.BoolFlag{Name: "dry-run", Usage: "decide and print, change nothing"},
+				&cli.DurationFlag{Name: "rollout-timeout", Value: 10 * time.Minute, Usage: "wait this long for each re-imaged workload (they roll out in parallel)"},
+				&cli.DurationFlag{Name: "deadline", Value: 20 * time.Minute, Usage: "deadline for the whole tick; must exceed --rollout-timeout"},
+				&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "deadline for each API request"},
+				&cli.IntFlag{Name: "max-skips", Value: 4, Usage: "fail once a workload was not settled on more than this many ticks in a row"},
+				&cli.IntFlag{Name: "max-attempts", Value: 3, Usage: "lock a workload out after this many re-images without a completed rollout"},
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
+			),
+			Action: runReconcile,
+		}
 	})
 }
 

@@ -18,33 +18,35 @@ import (
 )
 
 func init() {
-	register(&cli.Command{
-		Name:      "release",
-		Usage:     "pin, commit the changed files on a branch, push it, open or update one pull request",
-		ArgsUsage: "[CHART_DIR...]",
-		Description: "Plans chartpin pin on the working tree, commits only the files it would change on\n" +
-			"--branch (on top of HEAD; the checkout is left untouched), pushes it and opens or updates the pull\n" +
-			"request against --base. Nothing changed: no commit, no push, no editing API call. A branch\n" +
-			"someone else pushed to is never overwritten. GITHUB_TOKEN authenticates the push (HTTPS)\n" +
-			"and the API; it is never printed.",
-		Flags: append(resolverFlags(),
-			&cli.BoolFlag{Name: "dry-run", Usage: "show the diff, the commit and the pull request; write and push nothing"},
-			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml; without one, discovery)"},
-			&cli.StringSliceFlag{Name: "set-tag", Usage: "move an image's tag first: `PATH=TAG`"},
-			&cli.BoolFlag{Name: "rewrite-copies", Usage: "also rewrite other occurrences of an old pin in the chart"},
-			&cli.StringFlag{Name: "bump", Usage: "patch|minor|major|none (default: the config's, else patch)"},
-			&cli.StringFlag{Name: "version", Usage: "explicit new chart `VERSION` (still lockstep-checked)"},
-			&cli.StringFlag{Name: "app-version", Usage: "explicit new `APPVERSION` (still lockstep-checked)"},
-			&cli.StringFlag{Name: "branch", Value: "chartpin/pins", Usage: "release `BRANCH` to commit on and push"},
-			&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` to push to"},
-			&cli.StringFlag{Name: "base", Value: "main", Usage: "pull request base `BRANCH`"},
-			&cli.StringSliceFlag{Name: "label", Usage: "pull request `LABEL` (repeatable)"},
-			&cli.StringFlag{Name: "github-api", Value: "https://api.github.com", Usage: "GitHub REST API `URL`"},
-			&cli.StringFlag{Name: "repo", Usage: "GitHub `OWNER/NAME` (default: from the remote URL)"},
-			&cli.StringFlag{Name: "ssh-key", Usage: "private key `FILE` for an SSH remote"},
-			&cli.StringFlag{Name: "committer", Value: "chartpin <chartpin@users.noreply.github.com>", Usage: "`NAME <EMAIL>` of the release commit"},
-		),
-		Action: runRelease,
+	register(func() *cli.Command {
+		return &cli.Command{
+			Name:      "release",
+			Usage:     "pin, commit the changed files on a branch, push it, open or update one pull request",
+			ArgsUsage: "[CHART_DIR...]",
+			Description: "Plans chartpin pin on the working tree, commits only the files it would change on\n" +
+				"--branch (on top of HEAD; the checkout is left untouched), pushes it and opens or updates the pull\n" +
+				"request against --base. Nothing changed: no commit, no push, no editing API call. A branch\n" +
+				"someone else pushed to is never overwritten. GITHUB_TOKEN authenticates the push (HTTPS)\n" +
+				"and the API; it is never printed.",
+			Flags: append(resolverFlags(),
+				&cli.BoolFlag{Name: "dry-run", Usage: "show the diff, the commit and the pull request; write and push nothing"},
+				&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml; without one, discovery)"},
+				&cli.StringSliceFlag{Name: "set-tag", Usage: "move an image's tag first: `PATH=TAG`"},
+				&cli.BoolFlag{Name: "rewrite-copies", Usage: "also rewrite other occurrences of an old pin in the chart"},
+				&cli.StringFlag{Name: "bump", Usage: "patch|minor|major|none (default: the config's, else patch)"},
+				&cli.StringFlag{Name: "version", Usage: "explicit new chart `VERSION` (still lockstep-checked)"},
+				&cli.StringFlag{Name: "app-version", Usage: "explicit new `APPVERSION` (still lockstep-checked)"},
+				&cli.StringFlag{Name: "branch", Value: "chartpin/pins", Usage: "release `BRANCH` to commit on and push"},
+				&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` to push to"},
+				&cli.StringFlag{Name: "base", Value: "main", Usage: "pull request base `BRANCH`"},
+				&cli.StringSliceFlag{Name: "label", Usage: "pull request `LABEL` (repeatable)"},
+				&cli.StringFlag{Name: "github-api", Value: "https://api.github.com", Usage: "GitHub REST API `URL`"},
+				&cli.StringFlag{Name: "repo", Usage: "GitHub `OWNER/NAME` (default: from the remote URL)"},
+				&cli.StringFlag{Name: "ssh-key", Usage: "private key `FILE` for an SSH remote"},
+				&cli.StringFlag{Name: "committer", Value: "chartpin <chartpin@users.noreply.github.com>", Usage: "`NAME <EMAIL>` of the release commit"},
+			),
+			Action: runRelease,
+		}
 	})
 }
 

@@ -14,15 +14,17 @@ import (
 )
 
 func init() {
-	register(&cli.Command{
-		Name:      "resolve",
-		Usage:     "resolve image references to their index digests and platforms",
-		ArgsUsage: "REF...",
-		Flags: append(resolverFlags(),
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
-			&cli.StringSliceFlag{Name: "platforms", Usage: "require these platforms (linux/amd64,linux/arm64); a missing one is exit 1"},
-		),
-		Action: runResolve,
+	register(func() *cli.Command {
+		return &cli.Command{
+			Name:      "resolve",
+			Usage:     "resolve image references to their index digests and platforms",
+			ArgsUsage: "REF...",
+			Flags: append(resolverFlags(),
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
+				&cli.StringSliceFlag{Name: "platforms", Usage: "require these platforms (linux/amd64,linux/arm64); a missing one is exit 1"},
+			),
+			Action: runResolve,
+		}
 	})
 }
 

@@ -14,27 +14,29 @@ import (
 )
 
 func init() {
-	register(&cli.Command{
-		Name:  "upgrade",
-		Usage: "one auto-upgrade tick: move an installed release to the newest stable chart version",
-		Description: "Rolls a wedged (pending-*) release back to its last deployed revision first, skips a\n" +
-			"release being uninstalled, and upgrades with reset-then-reuse-values, atomically.\n" +
-			"Kubernetes access: in-cluster config by default, or --kubeconfig / KUBECONFIG.\n" +
-			"The command deadline (global --timeout) is extended when it would undercut the upgrade.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "release", Usage: "installed release `NAME`"},
-			&cli.StringFlag{Name: "namespace", Usage: "release `NAMESPACE` (default: the kubeconfig's, or the pod's in-cluster)"},
-			&cli.StringFlag{Name: "repo", Usage: "chart repository `URL` holding index.yaml"},
-			&cli.StringFlag{Name: "oci", Usage: "OCI chart location `oci://HOST/PATH` (the chart is HOST/PATH/CHART)"},
-			&cli.StringFlag{Name: "chart", Usage: "chart `NAME` in the repository"},
-			&cli.DurationFlag{Name: "timeout", Value: upgrade.DefaultTimeout, Usage: "Helm's wait for the rollback and the upgrade (as helm upgrade --timeout)"},
-			&cli.DurationFlag{Name: "request-timeout", Value: upgrade.DefaultRequestTimeout, Usage: "bound on each repository and Kubernetes API request"},
-			&cli.BoolFlag{Name: "allow-prerelease", Usage: "consider prerelease versions (1.2.0-rc.1)"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "decide and render, change nothing"},
-			&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `FILE` (default: in-cluster config, or KUBECONFIG)"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
-		},
-		Action: runUpgrade,
+	register(func() *cli.Command {
+		return &cli.Command{
+			Name:  "upgrade",
+			Usage: "one auto-upgrade tick: move an installed release to the newest stable chart version",
+			Description: "Rolls a wedged (pending-*) release back to its last deployed revision first, skips a\n" +
+				"release being uninstalled, and upgrades with reset-then-reuse-values, atomically.\n" +
+				"Kubernetes access: in-cluster config by default, or --kubeconfig / KUBECONFIG.\n" +
+				"The command deadline (global --timeout) is extended when it would undercut the upgrade.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "release", Usage: "installed release `NAME`"},
+				&cli.StringFlag{Name: "namespace", Usage: "release `NAMESPACE` (default: the kubeconfig's, or the pod's in-cluster)"},
+				&cli.StringFlag{Name: "repo", Usage: "chart repository `URL` holding index.yaml"},
+				&cli.StringFlag{Name: "oci", Usage: "OCI chart location `oci://HOST/PATH` (the chart is HOST/PATH/CHART)"},
+				&cli.StringFlag{Name: "chart", Usage: "chart `NAME` in the repository"},
+				&cli.DurationFlag{Name: "timeout", Value: upgrade.DefaultTimeout, Usage: "Helm's wait for the rollback and the upgrade (as helm upgrade --timeout)"},
+				&cli.DurationFlag{Name: "request-timeout", Value: upgrade.DefaultRequestTimeout, Usage: "bound on each repository and Kubernetes API request"},
+				&cli.BoolFlag{Name: "allow-prerelease", Usage: "consider prerelease versions (1.2.0-rc.1)"},
+				&cli.BoolFlag{Name: "dry-run", Usage: "decide and render, change nothing"},
+				&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `FILE` (default: in-cluster config, or KUBECONFIG)"},
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
+			},
+			Action: runUpgrade,
+		}
 	})
 }
 
