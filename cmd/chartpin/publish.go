@@ -12,6 +12,7 @@ import (
 	"github.com/chartpin/chartpin/ghactions"
 	"github.com/chartpin/chartpin/gitops"
 	"github.com/chartpin/chartpin/publish"
+	"github.com/chartpin/chartpin/resolver"
 )
 
 func init() {
@@ -61,11 +62,15 @@ func runPublish(c *cli.Context) error {
 		Timeout: c.Duration("timeout"), Logger: log,
 	}
 	if auth := os.Getenv("CHARTPIN_REGISTRY_AUTH"); auth != "" {
-		user, pass, ok := strings.Cut(auth, ":")
-		if !ok {
-			return usage("CHARTPIN_REGISTRY_AUTH: want user:password (the value is not shown)")
+		host, user, pass, err := resolver.ParseRegistryAuth(auth)
+		if err != nil {
+			return usage("%v", err)
 		}
-		o.RegistryUser, o.RegistryPassword = user, pass
+		// A scoped credential goes only to its own registry.
+		ociHost, _, _ := strings.Cut(strings.TrimPrefix(o.OCI, "oci://"), "/")
+		if host == "" || host == ociHost {
+			o.RegistryUser, o.RegistryPassword = user, pass
+		}
 	}
 	if c.Bool("sign") {
 		if c.String("key") == "" {
