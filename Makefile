@@ -5,7 +5,7 @@ BIN     ?= bin/chartpin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build demo test race bench e2e vet fmt
+.PHONY: build demo test race bench e2e vet image kube-apiserver
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/chartpin
@@ -16,8 +16,13 @@ demo: build
 vet:
 	$(GO) vet ./...
 
+# Every test, the end-to-end one included. Integration tests use Debian's
+# docker-registry, etcd and git, and $KUBE_APISERVER (see kube-apiserver).
 test: vet
 	$(GO) test -count=1 ./...
+
+e2e:
+	$(GO) test -count=1 -v ./e2e/
 
 race:
 	$(GO) test -race -count=1 ./...
@@ -25,5 +30,11 @@ race:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./...
 
-fmt:
-	gofmt -w $$(git ls-files '*.go')
+# The chartpin image (linux/amd64 + linux/arm64, non-root, static) as an OCI
+# layout in bin/image-oci, built without a Docker engine.
+image:
+	$(GO) run ./cmd/chartpin-image --version $(VERSION) --layout bin/image-oci
+
+# Builds kube-apiserver from the Go module proxy once per machine and prints its path.
+kube-apiserver:
+	@hack/kube-apiserver/build.sh
