@@ -34,6 +34,9 @@ import (
 // NonRootUID is the user the image runs as (distroless's "nonroot").
 const NonRootUID = 65532
 
+// DefaultPath is where the binary goes in the image.
+const DefaultPath = "/usr/local/bin/chartpin"
+
 // DefaultPlatforms are the platforms chartpin ships for.
 var DefaultPlatforms = []string{"linux/amd64", "linux/arm64"}
 
@@ -41,7 +44,8 @@ var DefaultPlatforms = []string{"linux/amd64", "linux/arm64"}
 type Spec struct {
 	// Binaries maps a platform ("linux/arm64") to a static binary built for it.
 	Binaries map[string]string
-	// Path is where the binary goes in the image (default /chartpin).
+	// Path is where the binary goes in the image (default
+	// /usr/local/bin/chartpin: on PATH, so the chart's command ["chartpin"] finds it).
 	Path string
 	// Base is the index to build on; nil means scratch.
 	Base v1.ImageIndex
@@ -60,7 +64,7 @@ func Build(spec Spec) (v1.ImageIndex, error) {
 		return nil, errors.New("imagebuild: no binaries; build one per platform first")
 	}
 	if spec.Path == "" {
-		spec.Path = "/chartpin"
+		spec.Path = DefaultPath
 	}
 	platforms := make([]string, 0, len(spec.Binaries))
 	for p := range spec.Binaries {
@@ -187,8 +191,12 @@ func layerTar(path string, bin, ca []byte, mtime time.Time) ([]byte, error) {
 	if len(ca) > 0 {
 		steps = append(steps, dir("etc/ssl/", 0o755), dir("etc/ssl/certs/", 0o755), file("etc/ssl/certs/ca-certificates.crt", 0o644, ca))
 	}
+	var parents []string
 	for d := filepath.Dir(strings.TrimPrefix(path, "/")); d != "." && d != "/"; d = filepath.Dir(d) {
-		steps = append(steps, dir(d+"/", 0o755))
+		parents = append([]string{d + "/"}, parents...)
+	}
+	for _, d := range parents {
+		steps = append(steps, dir(d, 0o755))
 	}
 	steps = append(steps, file(strings.TrimPrefix(path, "/"), 0o755, bin))
 	if err := errors.Join(steps...); err != nil {

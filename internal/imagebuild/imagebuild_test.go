@@ -134,7 +134,7 @@ func checkImage(t *testing.T, img v1.Image, plat *v1.Platform, bin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cf.Config.User != "65532:65532" || !slices.Equal(cf.Config.Entrypoint, []string{"/chartpin"}) || cf.Architecture != plat.Architecture || cf.OS != "linux" {
+	if cf.Config.User != "65532:65532" || !slices.Equal(cf.Config.Entrypoint, []string{"/usr/local/bin/chartpin"}) || cf.Architecture != plat.Architecture || cf.OS != "linux" {
 		t.Errorf("%s config: user %q entrypoint %v arch %s", plat, cf.Config.User, cf.Config.Entrypoint, cf.Architecture)
 	}
 	if !cf.Created.IsZero() && cf.Created.Time != (time.Time{}) {
@@ -161,17 +161,21 @@ func checkImage(t *testing.T, img v1.Image, plat *v1.Platform, bin string) {
 			t.Fatal(err)
 		}
 		seen[h.Name] = h
-		if h.Name == "chartpin" {
+		if h.Name == "usr/local/bin/chartpin" {
 			got, _ := io.ReadAll(tr)
 			if string(got) != string(want) {
-				t.Errorf("%s: /chartpin is not the %s binary", plat, plat)
+				t.Errorf("%s: /usr/local/bin/chartpin is not the %s binary", plat, plat)
 			}
 		}
 	}
-	if h := seen["chartpin"]; h == nil || h.Mode != 0o755 || h.Uid != 0 {
-		t.Errorf("%s: /chartpin header %+v, want root-owned 0755", plat, h)
+	if h := seen["usr/local/bin/chartpin"]; h == nil || h.Mode != 0o755 || h.Uid != 0 {
+		t.Errorf("%s: /usr/local/bin/chartpin header %+v, want root-owned 0755", plat, h)
 	}
-	for _, n := range []string{"etc/passwd", "etc/ssl/certs/ca-certificates.crt", "tmp/"} {
+	// The chart runs command ["chartpin"]: the binary must be on the image's PATH.
+	if !slices.Contains(cf.Config.Env, "PATH=/usr/local/bin:/usr/bin:/bin") {
+		t.Errorf("%s: env %v lacks a PATH with /usr/local/bin", plat, cf.Config.Env)
+	}
+	for _, n := range []string{"etc/passwd", "etc/ssl/certs/ca-certificates.crt", "tmp/", "usr/", "usr/local/", "usr/local/bin/"} {
 		if seen[n] == nil {
 			t.Errorf("%s: layer lacks %s", plat, n)
 		}
