@@ -122,9 +122,6 @@ func (w *world) step(name string, fn func(s *step) string) {
 	figures := fmt.Sprintf("registry %d requests (HEAD %d, GET %d, PUT %d), git %d requests (%d pushes), GitHub %d calls, chart repo %d requests",
 		w.proxy.Count(""), w.proxy.Count("HEAD"), w.proxy.Count("GET"), w.proxy.Count("PUT"),
 		len(w.git.seen()), pushes(w.git.seen()), len(w.gh.Calls()), w.chartReqs.Load())
-	if w.api != nil {
-		figures += fmt.Sprintf(", API %v", byMethod(w.api.seen()))
-	}
 	w.t.Logf("   step %s done in %s: %s", name, time.Since(start).Round(time.Millisecond), figures)
 	if extra != "" {
 		w.t.Logf("   %s", extra)
@@ -140,6 +137,8 @@ func TestReleasePath(t *testing.T) {
 	total := time.Now()
 	w := &world{t: t, ctx: context.Background(), tags: map[string]string{}}
 	w.setup()
+	t.Logf("setup in %s: docker-registry, 10 image indexes, bare repository, git http-backend, GitHub fake, chart repository, %s published",
+		time.Since(total).Round(time.Millisecond), previousVersion)
 
 	var (
 		releaseCommit string
@@ -297,7 +296,9 @@ func TestReleasePath(t *testing.T) {
 
 		// Prod edge: auto-upgrade from the index.yaml repository, as the
 		// chart's own ServiceAccount.
+		start := time.Now()
 		res, err := w.upgrade(prodNS, prodUpgradeToken, upgrade.Options{RepoURL: w.charts.URL + "/stable"})
+		prodTime := time.Since(start)
 		if err != nil {
 			s.fatalf("prod upgrade: %v (result %+v)", err, res)
 		}
@@ -329,6 +330,9 @@ func TestReleasePath(t *testing.T) {
 		if g := got["upgrade"]; !strings.HasSuffix(g.Image, "@"+toolDigest) || g.ImagePullPolicy != corev1.PullIfNotPresent {
 			s.fatalf("auto-upgrade CronJob runs %+v, want chartpin pinned at %s, IfNotPresent", g, toolDigest)
 		}
+		if _, ok := got["reconcile"]; ok {
+			s.fatalf("prod still renders the reconcile CronJob although every image is pinned")
+		}
 		if !strings.Contains(rel.Manifest, `schedule: "7 * * * *"`) {
 			s.fatalf("user-supplied autoUpgrade.schedule did not survive into the render")
 		}
@@ -350,7 +354,14 @@ func TestReleasePath(t *testing.T) {
 		if err != nil || dry.Decision != upgrade.DecisionWouldUpgrade || dry.Latest != prereleaseVersion {
 			s.fatalf("dry run with --allow-prerelease: %+v, %v; want would-upgrade to %s (the prerelease must be visible for the next check to mean anything)", dry, err, prereleaseVersion)
 		}
+		w.api.reset()
+		if err := w.ctl.waitObserved(w.ctx); err != nil {
+			s.fatalf("%v", err)
+		}
+		rolledBefore := w.ctl.rollouts()
+		start = time.Now()
 		res, err = w.upgrade(devNS, devUpgradeTkn, upgrade.Options{OCI: "oci://" + w.host + "/charts", PlainHTTP: true})
+		devTime, devCalls := time.Since(start), w.api.reset()
 		if err != nil {
 			s.fatalf("dev upgrade: %v (result %+v)", err, res)
 		}
@@ -372,9 +383,17 @@ func TestReleasePath(t *testing.T) {
 		if err := w.ctl.waitObserved(w.ctx); err != nil {
 			s.fatalf("%v", err)
 		}
-		return fmt.Sprintf("kube-apiserver ready in %s; prod %s→%s via index (API %v, edits %d), dev %s→%s via OCI, prerelease %s ignored; stand-in rollouts %d",
-			w.kube.Startup.Round(time.Millisecond), previousVersion, releasedVersion, byMethod(prodCalls), len(edits(prodCalls)),
-			previousVersion, releasedVersion, prereleaseVersion, w.ctl.rollouts())
+		if _, ok := dc["reconcile"]; !ok {
+			s.fatalf("dev renders no reconcile CronJob")
+		}
+		// No dev pod template changed (pod templates carry no chart version),
+		// so the upgrade rolled no dev workload.
+		if n := w.ctl.rollouts() - rolledBefore; n != 0 {
+			s.fatalf("the dev upgrade rolled %d workloads; only the CronJobs' pins changed", n)
+		}
+		return fmt.Sprintf("kube-apiserver ready in %s; prod %s→%s via index in %s (API %v); dev %s→%s via OCI in %s (API %v), prerelease %s listed but not taken; stand-in rollouts %d",
+			w.kube.Startup.Round(time.Millisecond), previousVersion, releasedVersion, prodTime.Round(time.Millisecond), byMethod(prodCalls),
+			previousVersion, releasedVersion, devTime.Round(time.Millisecond), byMethod(devCalls), prereleaseVersion, w.ctl.rollouts())
 	})
 
 	w.step("5 reconcile", func(s *step) string {
@@ -391,11 +410,12 @@ func TestReleasePath(t *testing.T) {
 		}
 		// A new jobs-manager build lands under the dev tag.
 		old := w.digest("chartpin/jobs-manager:dev")
-		fresh := w.pushIndex(t, "chartpin/jobs-manager", "dev")
-		w.proxy.Reset()
+		fresh := w.pushIndex(t, "chartpin/jobs-manager", "dev") // straight to the registry: not counted
 		w.api.reset()
 
+		start := time.Now()
 		res, stats, err := w.tick(targets)
+		firstTime := time.Since(start)
 		if err != nil {
 			s.fatalf("first tick: %v", err)
 		}
@@ -437,14 +457,17 @@ func TestReleasePath(t *testing.T) {
 		if img := ds.Spec.Template.Spec.Containers[0].Image; img != w.host+"/chartpin/resource-monitor:dev" {
 			s.fatalf("resource-monitor touched although its tag did not move: %s", img)
 		}
-		first := fmt.Sprintf("first tick: dev jobs-manager %.19s → %.19s, patched %d workloads, API %v, registry %+v", old, fresh, len(res.Patched), byMethod(calls), stats)
+		first := fmt.Sprintf("first tick in %s: dev jobs-manager %.19s → %.19s, patched %v, API %v, registry %+v",
+			firstTime.Round(time.Millisecond), old, fresh, res.Patched, byMethod(calls), stats)
 
 		// Second tick, once the rollouts settled: reads only.
 		if err := w.ctl.waitObserved(w.ctx); err != nil {
 			s.fatalf("%v", err)
 		}
 		w.api.reset()
+		start = time.Now()
 		res, stats, err = w.tick(targets)
+		secondTime := time.Since(start)
 		if err != nil {
 			s.fatalf("second tick: %v", err)
 		}
@@ -457,7 +480,7 @@ func TestReleasePath(t *testing.T) {
 				s.fatalf("second tick: %s %s (%s)", d.Target, d.Action, d.Reason)
 			}
 		}
-		return first + fmt.Sprintf("; second tick: no-op, API %v, registry %+v", byMethod(calls), stats)
+		return first + fmt.Sprintf("; second tick in %s: no-op, API %v, registry %+v", secondTime.Round(time.Millisecond), byMethod(calls), stats)
 	})
 
 	w.step("6 release again", func(s *step) string {
