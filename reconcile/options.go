@@ -28,7 +28,7 @@ func makeOptions(opts ...Option) (options, error) {
 		rolloutTimeout: 10 * time.Minute,
 		requestTimeout: 30 * time.Second,
 		pollInterval:   2 * time.Second,
-		maxSkips:       3,
+		maxSkips:       4,
 		maxAttempts:    3,
 		now:            time.Now,
 		instance:       "chartpin-reconcile",
@@ -88,7 +88,7 @@ func WithPollInterval(d time.Duration) Option {
 }
 
 // WithMaxSkips fails the tick once a workload has been skipped (mid-rollout or
-// not Ready) on more than n ticks in a row (default 3).
+// not Ready) on more than n ticks in a row (default 4).
 func WithMaxSkips(n int) Option {
 	return func(o *options) error {
 		if n < 0 {

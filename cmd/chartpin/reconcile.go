@@ -35,7 +35,7 @@ error, stuck rollout, skip streak or lockout. The tick's budget is --deadline (t
 				&cli.DurationFlag{Name: "rollout-timeout", Value: 10 * time.Minute, Usage: "wait this long for each re-imaged workload (they roll out in parallel)"},
 				&cli.DurationFlag{Name: "deadline", Value: 20 * time.Minute, Usage: "deadline for the whole tick; must exceed --rollout-timeout"},
 				&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "deadline for each API request"},
-				&cli.IntFlag{Name: "max-skips", Value: 3, Usage: "fail once a workload was not settled on more than this many ticks in a row"},
+				&cli.IntFlag{Name: "max-skips", Value: 4, Usage: "fail once a workload was not settled on more than this many ticks in a row"},
 				&cli.IntFlag{Name: "max-attempts", Value: 3, Usage: "lock a workload out after this many re-images without a completed rollout"},
 				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
 			),
