@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,8 +22,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -88,10 +93,12 @@ type world struct {
 	stableDir string
 	preDir    string
 
-	kube  *kubetest.Server
-	api   *apiProxy
-	ctl   *controllers
-	admin kubernetes.Interface
+	kube      *kubetest.Server
+	noCluster string                           // why kube is nil: the in-memory fallback
+	memory    map[string]*action.Configuration // fallback release stores per namespace
+	api       *apiProxy
+	ctl       *controllers
+	admin     kubernetes.Interface
 }
 
 // step runs one link of the path, logs its figures, and names itself in the
@@ -112,9 +119,7 @@ func (w *world) step(name string, fn func(s *step) string) {
 	w.git.reset()
 	w.gh.Reset()
 	w.chartReqs.Store(0)
-	if w.api != nil {
-		w.api.reset()
-	}
+	w.api.reset()
 	start := time.Now()
 	s := &step{T: w.t, name: name}
 	w.t.Logf("── step %s", name)
@@ -337,7 +342,7 @@ func TestReleasePath(t *testing.T) {
 			s.fatalf("user-supplied autoUpgrade.schedule did not survive into the render")
 		}
 		// And the API server holds what was rendered.
-		for _, name := range []string{relName + "-jobs-manager", relName + "-requests-proxy"} {
+		for _, name := range w.liveNames(relName+"-jobs-manager", relName+"-requests-proxy") {
 			d, err := w.admin.AppsV1().Deployments(prodNS).Get(w.ctx, name, metav1.GetOptions{})
 			if err != nil {
 				s.fatalf("%v", err)
@@ -391,12 +396,20 @@ func TestReleasePath(t *testing.T) {
 		if n := w.ctl.rollouts() - rolledBefore; n != 0 {
 			s.fatalf("the dev upgrade rolled %d workloads; only the CronJobs' pins changed", n)
 		}
-		return fmt.Sprintf("kube-apiserver ready in %s; prod %s→%s via index in %s (API %v); dev %s→%s via OCI in %s (API %v), prerelease %s listed but not taken; stand-in rollouts %d",
-			w.kube.Startup.Round(time.Millisecond), previousVersion, releasedVersion, prodTime.Round(time.Millisecond), byMethod(prodCalls),
+		cluster := "Helm's in-memory release store and a printing kube client (NO API SERVER)"
+		if w.kube != nil {
+			cluster = fmt.Sprintf("kube-apiserver ready in %s", w.kube.Startup.Round(time.Millisecond))
+		}
+		return fmt.Sprintf("%s; prod %s→%s via index in %s (API %v); dev %s→%s via OCI in %s (API %v), prerelease %s listed but not taken; stand-in rollouts %d",
+			cluster, previousVersion, releasedVersion, prodTime.Round(time.Millisecond), byMethod(prodCalls),
 			previousVersion, releasedVersion, devTime.Round(time.Millisecond), byMethod(devCalls), prereleaseVersion, w.ctl.rollouts())
 	})
 
 	w.step("5 reconcile", func(s *step) string {
+		if w.kube == nil {
+			s.Logf("STEP 5 NOT RUN: the reconcile needs a real kube-apiserver (%s); see the skip below", w.noCluster)
+			return ""
+		}
 		cm, err := w.admin.CoreV1().ConfigMaps(devNS).Get(w.ctx, reconcileSA, metav1.GetOptions{})
 		if err != nil {
 			s.fatalf("targets ConfigMap: %v", err)
@@ -514,6 +527,9 @@ func TestReleasePath(t *testing.T) {
 		return fmt.Sprintf("nothing to do; GitHub calls %v", w.gh.Sequence())
 	})
 	t.Logf("whole path in %s", time.Since(total).Round(time.Millisecond))
+	if w.kube == nil {
+		t.Skipf("PARTLY RUN: steps 1-3 and 6 passed, step 4 ran on Helm's in-memory store with a fake kube client, step 5 did not run: %s", w.noCluster)
+	}
 }
 
 // setup starts the registry, the git remote, the GitHub fake and the chart
@@ -690,6 +706,23 @@ func (w *world) get(s *step, url string) string {
 // token users, the counting proxy, the namespaces and the stand-in controllers.
 func (w *world) startCluster(s *step) {
 	s.Helper()
+	_, errA := kubetest.Binary()
+	_, errE := kubetest.Etcd()
+	if err := errors.Join(errA, errE); err != nil && os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") != "1" {
+		// Fallback the issue allows where the server cannot start: Helm's
+		// in-memory release store and a fake kube client. Said loudly, and
+		// the test ends skipped, not passed.
+		w.noCluster = fmt.Sprintf("%v (hack/kube-apiserver/build.sh builds it; apt-get install -y etcd-server)", err)
+		s.Logf("NO KUBE-APISERVER: %s; step 4 falls back to Helm's in-memory release store and a fake kube client", w.noCluster)
+		w.memory = map[string]*action.Configuration{}
+		for _, ns := range []string{prodNS, devNS} {
+			mem := driver.NewMemory()
+			mem.SetNamespace(ns)
+			w.memory[ns] = &action.Configuration{Releases: storage.Init(mem), KubeClient: &kubefake.PrintingKubeClient{Out: io.Discard},
+				Capabilities: chartutil.DefaultCapabilities, Log: func(string, ...any) {}}
+		}
+		return
+	}
 	w.kube = kubetest.Start(w.t,
 		kubetest.ServiceAccountUser(prodUpgradeToken, prodNS, upgradeSA),
 		kubetest.ServiceAccountUser(devUpgradeTkn, devNS, upgradeSA),
@@ -709,10 +742,7 @@ func (w *world) startCluster(s *step) {
 // --wait` by a cluster admin, from the published previous version.
 func (w *world) install(s *step, ns string, vals map[string]any) {
 	s.Helper()
-	cfg, _, err := upgrade.NewConfiguration(ns, upgrade.WithKubeconfig(w.kube.Kubeconfig(w.t, kubetest.AdminToken)), upgrade.WithLogger(discard()))
-	if err != nil {
-		s.fatalf("helm configuration: %v", err)
-	}
+	cfg := w.adminConfig(s, ns)
 	ch, err := loader.Load(filepath.Join(w.stableDir, chartName+"-"+previousVersion+".tgz"))
 	if err != nil {
 		s.fatalf("loading the published %s: %v", previousVersion, err)
@@ -732,6 +762,9 @@ func (w *world) upgrade(ns, token string, o upgrade.Options) (upgrade.Result, er
 	o.Release, o.Namespace, o.Chart = relName, ns, chartName
 	o.Timeout, o.RequestTimeout = workloadTimeout, requestTimeout
 	o.Logger = discard()
+	if w.kube == nil {
+		return upgrade.Run(w.ctx, w.memory[ns], o)
+	}
 	cfg, gotNS, err := upgrade.NewConfiguration(ns, upgrade.WithKubeconfig(w.api.kubeconfig(w.t, ns+"-upgrade", token, ns)),
 		upgrade.WithRequestTimeout(requestTimeout), upgrade.WithLogger(discard()))
 	if err != nil {
@@ -747,15 +780,32 @@ func (w *world) upgrade(ns, token string, o upgrade.Options) (upgrade.Result, er
 // release reads the deployed release as the admin.
 func (w *world) release(s *step, ns string) *release.Release {
 	s.Helper()
-	cfg, _, err := upgrade.NewConfiguration(ns, upgrade.WithKubeconfig(w.kube.Kubeconfig(w.t, kubetest.AdminToken)), upgrade.WithLogger(discard()))
-	if err != nil {
-		s.fatalf("%v", err)
-	}
-	rel, err := action.NewGet(cfg).Run(relName)
+	rel, err := action.NewGet(w.adminConfig(s, ns)).Run(relName)
 	if err != nil {
 		s.fatalf("helm get %s -n %s: %v", relName, ns, err)
 	}
 	return rel
+}
+
+// adminConfig is Helm as a cluster admin (the in-memory store without a cluster).
+func (w *world) adminConfig(s *step, ns string) *action.Configuration {
+	s.Helper()
+	if w.kube == nil {
+		return w.memory[ns]
+	}
+	cfg, _, err := upgrade.NewConfiguration(ns, upgrade.WithKubeconfig(w.kube.Kubeconfig(w.t, kubetest.AdminToken)), upgrade.WithLogger(discard()))
+	if err != nil {
+		s.fatalf("helm configuration: %v", err)
+	}
+	return cfg
+}
+
+// liveNames is names when a real API server holds the objects, else none.
+func (w *world) liveNames(names ...string) []string {
+	if w.kube == nil {
+		return nil
+	}
+	return names
 }
 
 // tick is one `chartpin reconcile --targets FILE --kubeconfig FILE` as the
