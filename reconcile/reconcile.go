@@ -97,6 +97,7 @@ type plan struct {
 	w        *workload
 	targets  []*Target
 	dec      []Decision
+	ok       []bool // per target: already runs the newest digest
 	action   Action
 	attempts int
 	skips    int
@@ -272,6 +273,7 @@ func imageIDDigest(s corev1.PodStatus, container string) string {
 func (r *Reconciler) decide(p *plan, byID map[string]resolver.Image) {
 	w := p.w
 	need := false
+	p.ok = make([]bool, len(p.targets))
 	for i, t := range p.targets {
 		img := byID[t.ID]
 		repo := repository(img.Ref)
@@ -282,6 +284,7 @@ func (r *Reconciler) decide(p *plan, byID map[string]resolver.Image) {
 		d.Running = runningDigests(d.Spec, pods)
 		ok, reason := compare(d.Spec, pods, repo, img.Digest)
 		d.Reason = reason
+		p.ok[i] = ok
 		if !ok {
 			need = true
 			if d.Spec == d.Image {
@@ -313,8 +316,8 @@ func (r *Reconciler) decide(p *plan, byID map[string]resolver.Image) {
 		d.Action = p.action
 		d.Reason = prefix + d.Reason
 		switch {
-		case p.action != ActionReimage:
-		case d.Spec == d.Image && !p.restart:
+		case p.action != ActionReimage || !p.ok[i]:
+		case d.Spec == d.Image:
 			// This container is right; a sibling in the same workload is not.
 			d.Action = ActionNone
 		case specDigest(d.Spec) == "":

@@ -678,3 +678,30 @@ func TestHungRegistryAndAPIFailTheTick(t *testing.T) {
 }
 
 var _ = schema.GroupVersionResource{}
+
+func TestPinnedSpecWithOlderPodsIsRestarted(t *testing.T) {
+	fx := newFixture(t)
+	// The spec already names the newest digest, but a pod still runs the old
+	// build (e.g. an OnDelete update strategy): restart through the template.
+	fx.install(fx.jm+"@"+fx.jmNew, fx.pm+"@"+fx.pmNew, fx.jm+"@"+fx.jmNew,
+		[]string{fx.jmNew, fx.jmOld}, []string{fx.pmNew, fx.pmNew}, []string{fx.jmNew})
+	res, err := fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := actions(res.Decisions); a["jobs-manager-api"] != ActionReimage {
+		t.Fatalf("actions %v", a)
+	}
+	p := fx.patches("rel-jobs-manager")
+	if len(p) == 0 {
+		t.Fatal("no patch")
+	}
+	tmpl := p[0]["spec"].(map[string]any)["template"].(map[string]any)
+	ann, _ := tmpl["metadata"].(map[string]any)["annotations"].(map[string]any)
+	if ann[RestartAnnotation] != "2026-12-02T12:00:00Z" {
+		t.Errorf("template annotations %v, want %s set to force a rollout", ann, RestartAnnotation)
+	}
+	if got := patchContainers(p[0]); !slices.Equal(got, []string{"api=" + fx.jm + "@" + fx.jmNew}) {
+		t.Errorf("containers %v", got)
+	}
+}
