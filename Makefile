@@ -2,6 +2,7 @@
 # a newcomer needs; the rest are for CI and releases.
 GO      ?= go
 BIN     ?= bin/chartpin
+IMAGE   ?=
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
@@ -31,9 +32,9 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./...
 
 # The chartpin image (linux/amd64 + linux/arm64, non-root, static) as an OCI
-# layout in bin/image-oci, built without a Docker engine.
+# layout in bin/image-oci, built without a Docker engine; IMAGE=REF pushes it too.
 image:
-	$(GO) run ./cmd/chartpin-image --version $(VERSION) --layout bin/image-oci
+	$(GO) run ./cmd/chartpin-image --version $(VERSION) --layout bin/image-oci $(if $(IMAGE),--push $(IMAGE))
 
 # Builds kube-apiserver from the Go module proxy once per machine and prints its path.
 kube-apiserver:
