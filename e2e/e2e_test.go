@@ -227,6 +227,11 @@ func TestReleasePath(t *testing.T) {
 		if p := pushes(w.git.seen()); p != 1 {
 			s.fatalf("%d pushes, want 1", p)
 		}
+		// Request budget: one HEAD per distinct ref (3 prod tags and
+		// chartpin:0.1.0; requestsProxy and the second CronJob add none).
+		if n := w.proxy.Count("HEAD"); n != 4 {
+			s.fatalf("%d registry HEADs, want 4 (one per distinct ref)", n)
+		}
 		return fmt.Sprintf("commit %.12s on %s, PR #%d %q, GitHub calls %v", releaseCommit, releaseBranch, prs[0].Number, prs[0].Title, w.gh.Sequence())
 	})
 
@@ -517,6 +522,10 @@ func TestReleasePath(t *testing.T) {
 		}
 		if len(editing) != 0 || pushes(w.git.seen()) != 0 {
 			s.fatalf("editing GitHub calls %v, pushes %d; want none", editing, pushes(w.git.seen()))
+		}
+		// Unchanged pins: one HEAD per distinct ref, no manifest GET.
+		if n, g := w.proxy.Count("HEAD"), w.proxy.CountPath("GET", "/manifests/"); n != 4 || g != 0 {
+			s.fatalf("%d registry HEADs and %d manifest GETs, want 4 and 0", n, g)
 		}
 		if got := git(t, w.bare, "rev-parse", "main"); got != head {
 			s.fatalf("main moved from %s to %s", head, got)
