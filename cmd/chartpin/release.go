@@ -9,10 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/ghactions"
 	"github.com/chartpin/chartpin/gitops"
-	"github.com/chartpin/chartpin/pin"
 	"github.com/chartpin/chartpin/pullrequest"
 	"github.com/chartpin/chartpin/release"
 )
@@ -28,14 +26,8 @@ func init() {
 				"request against --base. Nothing changed: no commit, no push, no editing API call. A branch\n" +
 				"someone else pushed to is never overwritten. GITHUB_TOKEN authenticates the push (HTTPS)\n" +
 				"and the API; it is never printed.",
-			Flags: append(resolverFlags(),
+			Flags: append(pinFlags(),
 				&cli.BoolFlag{Name: "dry-run", Usage: "show the diff, the commit and the pull request; write and push nothing"},
-				&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml; without one, discovery)"},
-				&cli.StringSliceFlag{Name: "set-tag", Usage: "move an image's tag first: `PATH=TAG`"},
-				&cli.BoolFlag{Name: "rewrite-copies", Usage: "also rewrite other occurrences of an old pin in the chart"},
-				&cli.StringFlag{Name: "bump", Usage: "patch|minor|major|none (default: the config's, else patch)"},
-				&cli.StringFlag{Name: "version", Usage: "explicit new chart `VERSION` (still lockstep-checked)"},
-				&cli.StringFlag{Name: "app-version", Usage: "explicit new `APPVERSION` (still lockstep-checked)"},
 				&cli.StringFlag{Name: "branch", Value: "chartpin/pins", Usage: "release `BRANCH` to commit on and push"},
 				&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` to push to"},
 				&cli.StringFlag{Name: "base", Value: "main", Usage: "pull request base `BRANCH`"},
@@ -53,36 +45,15 @@ func init() {
 var committerRE = regexp.MustCompile(`^([^<>]+?)\s*<([^<>\s]+)>$`)
 
 func runRelease(c *cli.Context) error {
-	if b := c.String("bump"); b != "" && b != "patch" && b != "minor" && b != "major" && b != "none" {
-		return usage("--bump %q: want patch, minor, major or none", b)
-	}
-	tags := map[string]string{}
-	for _, s := range c.StringSlice("set-tag") {
-		path, tag, ok := strings.Cut(s, "=")
-		if !ok || path == "" || tag == "" {
-			return usage("--set-tag %q: want PATH=TAG, e.g. images.ingestor=0.8.4", s)
-		}
-		if prev, dup := tags[path]; dup && prev != tag {
-			return usage("--set-tag %s given twice (%s and %s)", path, prev, tag)
-		}
-		tags[path] = tag
+	pinOpts, err := pinOptions(c)
+	if err != nil {
+		return err
 	}
 	m := committerRE.FindStringSubmatch(c.String("committer"))
 	if m == nil {
 		return usage("--committer %q: want NAME <EMAIL>", c.String("committer"))
 	}
-	cfgPath := c.String("config")
-	if cfgPath == "" {
-		found, err := config.Find(".")
-		if err != nil {
-			return err
-		}
-		cfgPath = found
-	}
-	dirs := c.Args().Slice()
-	if cfgPath == "" && len(dirs) == 0 {
-		dirs = []string{"."}
-	}
+	dirs := pinOpts.ChartDirs
 	token := os.Getenv("GITHUB_TOKEN")
 	dry := c.Bool("dry-run")
 	if token == "" && !dry {
@@ -128,12 +99,9 @@ func runRelease(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	pinOpts.Resolver = r
 	rep, err := release.Run(ctx, release.Options{
-		Pin: pin.Options{
-			ConfigPath: cfgPath, ChartDirs: dirs, Resolver: r, SetTags: tags,
-			RewriteCopies: c.Bool("rewrite-copies"), Bump: c.String("bump"),
-			Version: c.String("version"), AppVersion: c.String("app-version"), Logger: log,
-		},
+		Pin:  pinOpts,
 		Repo: repo, PRs: prs, Branch: c.String("branch"), Base: c.String("base"),
 		Labels: c.StringSlice("label"), DryRun: dry, Logger: log,
 	})
