@@ -139,3 +139,14 @@ func usage(format string, args ...any) error {
 func commandContext(c *cli.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.Context, c.Duration("timeout"))
 }
+
+// outputFormat returns --output if it is one of allowed (exit 2 otherwise).
+func outputFormat(c *cli.Context, allowed ...string) (string, error) {
+	out := c.String("output")
+	for _, a := range allowed {
+		if out == a {
+			return out, nil
+		}
+	}
+	return "", usage("--output %q: want one of %s", out, strings.Join(allowed, ", "))
+}

@@ -36,9 +36,9 @@ func runGuard(c *cli.Context) error {
 	if base == "" {
 		return usage("guard: --base REF is required, e.g. chartpin guard --base origin/main")
 	}
-	out := c.String("output")
-	if out != "text" && out != "json" && out != "markdown" {
-		return usage("--output %q: want text, json or markdown", out)
+	out, err := outputFormat(c, "text", "json", "markdown")
+	if err != nil {
+		return err
 	}
 	if oci := c.String("oci"); oci != "" && !strings.HasPrefix(oci, "oci://") {
 		return usage("--oci %q: want oci://HOST/PATH", oci)

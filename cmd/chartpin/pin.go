@@ -30,9 +30,9 @@ func init() {
 }
 
 func runPin(c *cli.Context) error {
-	out := c.String("output")
-	if out != "text" && out != "json" && out != "markdown" {
-		return usage("--output %q: want text, json or markdown", out)
+	out, err := outputFormat(c, "text", "json", "markdown")
+	if err != nil {
+		return err
 	}
 	opts, err := pinOptions(c)
 	if err != nil {

@@ -48,9 +48,9 @@ func runPublish(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usage("publish takes exactly one CHART_DIR, got %d", c.NArg())
 	}
-	out := c.String("output")
-	if out != "text" && out != "json" {
-		return usage("--output %q: want text or json", out)
+	out, err := outputFormat(c, "text", "json")
+	if err != nil {
+		return err
 	}
 	dir := c.Args().First()
 	log := logger(c)

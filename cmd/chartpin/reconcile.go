@@ -51,9 +51,9 @@ type reconcileOutput struct {
 }
 
 func runReconcile(c *cli.Context) error {
-	out := c.String("output")
-	if out != "text" && out != "json" {
-		return usage("--output %q: want text or json", out)
+	out, err := outputFormat(c, "text", "json")
+	if err != nil {
+		return err
 	}
 	if c.String("targets") == "" {
 		return usage("reconcile: --targets FILE is required (the chart mounts its ConfigMap at /etc/chartpin/targets.yaml)")

@@ -136,9 +136,9 @@ func runResolve(c *cli.Context) error {
 			return usage("resolve: %w", err)
 		}
 	}
-	out := c.String("output")
-	if out != "text" && out != "json" {
-		return usage("--output %q: want text or json", out)
+	out, err := outputFormat(c, "text", "json")
+	if err != nil {
+		return err
 	}
 	var platforms []string
 	for _, p := range c.StringSlice("platforms") {
