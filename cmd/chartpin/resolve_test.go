@@ -116,7 +116,7 @@ func TestResolveExitStatuses(t *testing.T) {
 	}{
 		{[]string{"resolve"}, 2, "name at least one image reference"},
 		{[]string{"resolve", "Not A Ref!"}, 2, "Not A Ref!"},
-		{[]string{"resolve", "-o", "yaml", "nginx:1"}, 2, "want text or json"},
+		{[]string{"resolve", "-o", "yaml", "nginx:1"}, 2, "want one of text, json"},
 		{[]string{"resolve", "--concurrency", "0", "nginx:1"}, 2, "concurrency 0"},
 		{[]string{"--registry-mirror", "nonsense", "resolve", "nginx:1"}, 2, "want FROM=TO"},
 		{[]string{"--insecure-registry", reg.Host, "resolve", reg.Host + "/app:nope"}, 1, reg.Host + "/app:nope: image not found"},
