@@ -191,9 +191,13 @@ func (fc *controllers) run() (stop func()) {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
+			// A pass is not cancelled by stop (a request cut mid-body makes
+			// client-go log an error); stop waits for it instead.
+			pctx, cancelPass := context.WithTimeout(context.Background(), 10*time.Second)
 			for _, ns := range fc.namespaces {
-				fc.pass(ctx, ns)
+				fc.pass(pctx, ns)
 			}
+			cancelPass()
 			select {
 			case <-ctx.Done():
 			case <-time.After(25 * time.Millisecond):

@@ -221,7 +221,7 @@ func TestReleasePath(t *testing.T) {
 			s.fatalf("Chart.yaml not bumped in lockstep to %s:\n%s", releasedVersion, chartYAML)
 		}
 		prs := w.gh.PRs()
-		if len(prs) != 1 || prs[0].Head != releaseBranch || prs[0].Base != "main" || prs[0].State != "open" || !strings.Contains(prs[0].Body, "`"+prodDigests["chartpin/jobs-manager"][:19]+"`") {
+		if len(prs) != 1 || prs[0].Head != releaseBranch || prs[0].Base != "main" || prs[0].State != "open" || !reflect.DeepEqual(prs[0].Labels, []string{"release"}) || !strings.Contains(prs[0].Body, "`"+prodDigests["chartpin/jobs-manager"][:19]+"`") {
 			s.fatalf("pull requests on the fake: %+v", prs)
 		}
 		if p := pushes(w.git.seen()); p != 1 {
@@ -251,6 +251,11 @@ func TestReleasePath(t *testing.T) {
 		if published.Version != releasedVersion || published.Prerelease || published.Index == nil || published.Index.Action != publish.Added ||
 			published.Index.Entries != 2 || published.OCI == nil || published.OCI.Action != publish.Pushed {
 			s.fatalf("publish result %+v index %+v oci %+v", published, published.Index, published.OCI)
+		}
+		// Publishing the same version again is a no-op, never an overwrite.
+		again, err := w.publish(filepath.Join(ci, "charts/example"), w.charts.URL+"/stable")
+		if err != nil || again.Index.Action != publish.Unchanged || again.OCI.Action != publish.Unchanged || again.Digest != published.Digest {
+			s.fatalf("publishing %s again: %v, %+v; want unchanged with the same bytes", releasedVersion, err, again)
 		}
 		// What an edge sees: the index over HTTP and the chart in the registry.
 		index := w.get(s, w.charts.URL+"/stable/index.yaml")
@@ -312,7 +317,7 @@ func TestReleasePath(t *testing.T) {
 		if err != nil {
 			s.fatalf("prod upgrade: %v (result %+v)", err, res)
 		}
-		if res.Decision != upgrade.DecisionUpgraded || res.Current != previousVersion || res.Latest != releasedVersion || res.Revision != 2 {
+		if res.Decision != upgrade.DecisionUpgraded || res.Current != previousVersion || res.Latest != releasedVersion || res.Revision != 2 || len(res.Shadowed) != 0 {
 			s.fatalf("prod upgrade result %+v, want upgraded %s -> %s at revision 2", res, previousVersion, releasedVersion)
 		}
 		prodCalls := w.api.reset()
