@@ -321,6 +321,12 @@ func TestReleasePath(t *testing.T) {
 			s.fatalf("prod upgrade result %+v, want upgraded %s -> %s at revision 2", res, previousVersion, releasedVersion)
 		}
 		prodCalls := w.api.reset()
+		// The next hourly tick finds nothing newer and edits nothing.
+		again, err := w.upgrade(prodNS, prodUpgradeToken, upgrade.Options{RepoURL: w.charts.URL + "/stable"})
+		againCalls := w.api.reset()
+		if err != nil || again.Decision != upgrade.DecisionUpToDate || again.Revision != 2 || len(edits(againCalls)) != 0 {
+			s.fatalf("second prod tick: %+v, %v, edits %v; want up-to-date at revision 2 with no edit", again, err, edits(againCalls))
+		}
 		rel := w.release(s, prodNS)
 		if rel.Chart.Metadata.Version != releasedVersion || rel.Info.Status != release.StatusDeployed {
 			s.fatalf("prod release is chart %s, %s", rel.Chart.Metadata.Version, rel.Info.Status)
@@ -410,8 +416,8 @@ func TestReleasePath(t *testing.T) {
 		if w.kube != nil {
 			cluster = fmt.Sprintf("kube-apiserver ready in %s", w.kube.Startup.Round(time.Millisecond))
 		}
-		return fmt.Sprintf("%s; prod %s→%s via index in %s (API %v); dev %s→%s via OCI in %s (API %v), prerelease %s listed but not taken; stand-in rollouts %d",
-			cluster, previousVersion, releasedVersion, prodTime.Round(time.Millisecond), byMethod(prodCalls),
+		return fmt.Sprintf("%s; prod %s→%s via index in %s (API %v), next tick up-to-date (API %v); dev %s→%s via OCI in %s (API %v), prerelease %s listed but not taken; stand-in rollouts %d",
+			cluster, previousVersion, releasedVersion, prodTime.Round(time.Millisecond), byMethod(prodCalls), byMethod(againCalls),
 			previousVersion, releasedVersion, devTime.Round(time.Millisecond), byMethod(devCalls), prereleaseVersion, w.ctl.rollouts())
 	})
 
@@ -479,6 +485,10 @@ func TestReleasePath(t *testing.T) {
 		}
 		if img := ds.Spec.Template.Spec.Containers[0].Image; img != w.host+"/chartpin/resource-monitor:dev" {
 			s.fatalf("resource-monitor touched although its tag did not move: %s", img)
+		}
+		evs, err := w.admin.CoreV1().Events(devNS).List(w.ctx, metav1.ListOptions{FieldSelector: "reason=Reimaged"})
+		if err != nil || len(evs.Items) != 2 {
+			s.fatalf("Reimaged events in %s: %d (%v), want one per patched workload", devNS, len(evs.Items), err)
 		}
 		first := fmt.Sprintf("first tick in %s: dev jobs-manager %.19s → %.19s, patched %v, API %v, registry %+v",
 			firstTime.Round(time.Millisecond), old, fresh, res.Patched, byMethod(calls), stats)
