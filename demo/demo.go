@@ -21,14 +21,12 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/discover"
+	"github.com/chartpin/chartpin/internal/sample"
 	"github.com/chartpin/chartpin/pin"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -187,17 +185,9 @@ func PushIndex(ctx context.Context, ref string, platforms ...string) (string, er
 	if err != nil {
 		return "", err
 	}
-	idx := v1.ImageIndex(empty.Index)
-	for _, p := range platforms {
-		img, err := random.Image(512, 1)
-		if err != nil {
-			return "", err
-		}
-		plat, err := v1.ParsePlatform(p)
-		if err != nil {
-			return "", err
-		}
-		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: plat}})
+	idx, err := sample.Index(types.OCIImageIndex, platforms...)
+	if err != nil {
+		return "", err
 	}
 	if err := remote.WriteIndex(tag, idx, remote.WithContext(ctx)); err != nil {
 		return "", fmt.Errorf("pushing %s: %w", ref, err)
@@ -212,7 +202,7 @@ func PushImage(ctx context.Context, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	img, err := random.Image(512, 1)
+	img, err := sample.Image(types.DockerManifestSchema2)
 	if err != nil {
 		return "", err
 	}

@@ -16,12 +16,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/chartpin/chartpin/internal/sample"
 )
 
 // Registry is an in-process OCI registry on a loopback port.
@@ -130,22 +128,9 @@ func (p *Pusher) PushDockerIndex(t testing.TB, repo, tag string, platforms ...st
 
 func (p *Pusher) pushIndex(t testing.TB, repo, tag string, mt types.MediaType, platforms []string) string {
 	t.Helper()
-	idx := mutate.IndexMediaType(empty.Index, mt)
-	for _, pl := range platforms {
-		img, err := random.Image(256, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if mt == types.DockerManifestList {
-			img = mutate.MediaType(img, types.DockerManifestSchema2)
-		} else {
-			img = mutate.MediaType(img, types.OCIManifestSchema1)
-		}
-		plat, err := v1.ParsePlatform(pl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: plat}})
+	idx, err := sample.Index(mt, platforms...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ref := p.ref(t, repo, tag)
 	if err := remote.WriteIndex(ref, idx, p.options()...); err != nil {
@@ -172,12 +157,9 @@ func (p *Pusher) PushOCIImage(t testing.TB, repo, tag string) string {
 
 func (p *Pusher) pushImage(t testing.TB, repo, tag string, mt types.MediaType) string {
 	t.Helper()
-	img, err := random.Image(256, 1)
+	img, err := sample.Image(mt)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if mt == types.OCIManifestSchema1 {
-		img = mutate.ConfigMediaType(mutate.MediaType(img, mt), types.OCIConfigJSON)
 	}
 	ref := p.ref(t, repo, tag)
 	if err := remote.Write(ref, img, p.options()...); err != nil {
