@@ -349,12 +349,57 @@ func (f *File) Lookup(path string) ([]*yaml.Node, error) {
 		if len(d.Content) == 0 {
 			continue
 		}
-		if n := lookup(d.Content[0], segs); n != nil {
+		if n, i := lookup(d.Content[0], segs); i == len(segs) {
 			out = append(out, n)
 		}
 	}
 	return out, nil
 }
+
+// LookupNode returns the value a path names under root (a node of a parsed
+// tree, e.g. a document's root mapping), with the same path syntax and rules
+// as Lookup: aliases are followed, the last one too, and so are `<<` merge
+// keys. A missing path is an error wrapping ErrNotFound that says where the
+// path stops; a malformed path is an input error.
+func LookupNode(root *yaml.Node, path string) (*yaml.Node, error) {
+	segs, err := splitPath(path)
+	if err != nil {
+		return nil, failure.Input(err)
+	}
+	n, i := lookup(root, segs)
+	if i == len(segs) {
+		if n = deref(n); n != nil {
+			return n, nil
+		}
+		return nil, notFound(fmt.Sprintf("%s is an alias of nothing", path))
+	}
+	where := render(segs[:i])
+	if where == "" {
+		where = "the top level"
+	}
+	s := segs[i]
+	switch {
+	case n == nil:
+		return nil, notFound(fmt.Sprintf("%s is an alias of nothing", where))
+	case s.index >= 0 && n.Kind == yaml.SequenceNode:
+		return nil, notFound(fmt.Sprintf("%s (line %d) has %d list items, so no item %d", where, n.Line, len(n.Content), s.index))
+	case s.index >= 0:
+		return nil, notFound(fmt.Sprintf("%s is %s (line %d), not a list, so it has no item %d", where, kindName(n), n.Line, s.index))
+	case n.Kind == yaml.MappingNode:
+		return nil, notFound(fmt.Sprintf("no key %q under %s (line %d)", s.key, where, n.Line))
+	}
+	return nil, notFound(fmt.Sprintf("%s is not a mapping (line %d), so it has no key %q", where, n.Line, s.key))
+}
+
+// notFound is a LookupNode miss: its own words, and ErrNotFound for errors.Is.
+type notFound string
+
+func (e notFound) Error() string { return string(e) }
+func (e notFound) Unwrap() error { return ErrNotFound }
+
+// Deref follows an alias to its anchored node; other nodes are returned as
+// they are.
+func Deref(n *yaml.Node) *yaml.Node { return deref(n) }
 
 func deref(n *yaml.Node) *yaml.Node {
 	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
@@ -363,28 +408,29 @@ func deref(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func lookup(n *yaml.Node, segs []segment) *yaml.Node {
-	for _, s := range segs {
-		n = deref(n)
-		if n == nil {
-			return nil
-		}
-		if s.index >= 0 {
-			if n.Kind != yaml.SequenceNode || s.index >= len(n.Content) {
-				return nil
+// lookup follows segs from n. It returns the node reached (the last alias not
+// followed) and len(segs), or the node where the walk stopped (aliases
+// followed; nil for an alias of nothing) and the index of the segment it
+// could not take.
+func lookup(n *yaml.Node, segs []segment) (*yaml.Node, int) {
+	for i, s := range segs {
+		d := deref(n)
+		var next *yaml.Node
+		switch {
+		case d == nil:
+		case s.index >= 0:
+			if d.Kind == yaml.SequenceNode && s.index < len(d.Content) {
+				next = d.Content[s.index]
 			}
-			n = n.Content[s.index]
-			continue
+		case d.Kind == yaml.MappingNode:
+			next = mapGet(d, s.key, 0)
 		}
-		if n.Kind != yaml.MappingNode {
-			return nil
+		if next == nil {
+			return d, i
 		}
-		n = mapGet(n, s.key, 0)
-		if n == nil {
-			return nil
-		}
+		n = next
 	}
-	return n
+	return n, len(segs)
 }
 
 // mapGet finds key in a mapping, then in its `<<` merge sources.
@@ -453,7 +499,7 @@ func (f *File) nearest(path string) string {
 			if len(d.Content) == 0 {
 				continue
 			}
-			if n := lookup(d.Content[0], segs[:i]); n != nil {
+			if n, j := lookup(d.Content[0], segs[:i]); j == i {
 				return fmt.Sprintf(" (%s has %s at line %d, without %s)", f.Name, f.Path(n), n.Line, render(segs[i:i+1]))
 			}
 		}

@@ -143,3 +143,67 @@ func TestWalk(t *testing.T) {
 		return nil
 	})
 }
+
+func TestLookupNode(t *testing.T) {
+	in := `base: &base
+  repository: a/b
+  tag: "1"
+img:
+  <<: *base
+  tag: "2"
+ref: *base
+"a.b":
+  list: [x, &y y]
+last: *y
+scalar: 3
+`
+	f, err := Parse("values.yaml", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := f.Docs[0].Content[0]
+	for path, want := range map[string]string{
+		"base.tag":        "1",
+		"img.tag":         "2", // the mapping's own key wins over the merged one
+		"img.repository":  "a/b",
+		"ref.tag":         "1",
+		`"a.b".list[1]`:   "y",
+		"last":            "y", // the last alias is followed too
+		`"a.b".list[0]`:   "x",
+		"scalar":          "3",
+		"ref.repository":  "a/b",
+		"base.repository": "a/b",
+	} {
+		n, err := LookupNode(root, path)
+		if err != nil || n.Kind != yaml.ScalarNode || n.Value != want {
+			t.Errorf("LookupNode(%s) = %v, %v; want %q", path, n, err, want)
+		}
+	}
+	if n, err := LookupNode(root, "img.repository"); err == nil && n.Line != 2 {
+		t.Errorf("merged value at line %d, want the anchored node at line 2", n.Line)
+	}
+	misses := map[string]string{
+		"nope":             `no key "nope" under the top level (line 1)`,
+		"img.digest":       `no key "digest" under img (line 5)`,
+		"scalar.x":         `scalar is not a mapping (line 11), so it has no key "x"`,
+		`"a.b".list[2]`:    `"a.b".list (line 9) has 2 list items, so no item 2`,
+		"img[0]":           `img is a mapping (line 5), not a list, so it has no item 0`,
+		"ref.tag.x":        `ref.tag is not a mapping (line 3), so it has no key "x"`,
+		`"a.b".list[0].z`:  `"a.b".list[0] is not a mapping (line 9), so it has no key "z"`,
+		"last.more.deeper": `last is not a mapping (line 9), so it has no key "more"`,
+	}
+	for path, want := range misses {
+		n, err := LookupNode(root, path)
+		if err == nil || err.Error() != want {
+			t.Errorf("LookupNode(%s) = %v, %v; want error %q", path, n, err, want)
+		}
+		if !errors.Is(err, ErrNotFound) || failure.IsInput(err) {
+			t.Errorf("LookupNode(%s): %v should wrap ErrNotFound and not be an input error", path, err)
+		}
+	}
+	for _, bad := range []string{"", "a.", "a[x]", `"a`} {
+		if _, err := LookupNode(root, bad); err == nil || !failure.IsInput(err) || errors.Is(err, ErrNotFound) {
+			t.Errorf("LookupNode(%q) = %v, want an input error about the path", bad, err)
+		}
+	}
+}
