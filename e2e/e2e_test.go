@@ -39,6 +39,7 @@ import (
 	"github.com/chartpin/chartpin"
 	"github.com/chartpin/chartpin/chartbump"
 	"github.com/chartpin/chartpin/gitops"
+	"github.com/chartpin/chartpin/internal/gittest"
 	"github.com/chartpin/chartpin/internal/kubetest"
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/pin"
@@ -83,7 +84,7 @@ type world struct {
 	tagsMu sync.Mutex
 	tags   map[string]string // "repo:tag" -> index digest, as pushed
 
-	git  *gitServer
+	git  *gittest.Server
 	bare string
 	gh   *fakegithub.Server
 
@@ -116,7 +117,7 @@ func (s *step) fatalf(format string, args ...any) {
 func (w *world) step(name string, fn func(s *step) string) {
 	w.t.Helper()
 	w.proxy.Reset()
-	w.git.reset()
+	w.git.Reset()
 	w.gh.Reset()
 	w.chartReqs.Store(0)
 	w.api.reset()
@@ -126,7 +127,7 @@ func (w *world) step(name string, fn func(s *step) string) {
 	extra := fn(s)
 	figures := fmt.Sprintf("registry %d requests (HEAD %d, GET %d, PUT %d), git %d requests (%d pushes), GitHub %d calls, chart repo %d requests",
 		w.proxy.Count(""), w.proxy.Count("HEAD"), w.proxy.Count("GET"), w.proxy.Count("PUT"),
-		len(w.git.seen()), pushes(w.git.seen()), len(w.gh.Calls()), w.chartReqs.Load())
+		len(w.git.Requests()), w.git.Pushes(), len(w.gh.Calls()), w.chartReqs.Load())
 	w.t.Logf("   step %s done in %s: %s", name, time.Since(start).Round(time.Millisecond), figures)
 	if extra != "" {
 		w.t.Logf("   %s", extra)
@@ -172,8 +173,8 @@ func TestReleasePath(t *testing.T) {
 
 	w.step("2 release", func(s *step) string {
 		ci := filepath.Join(t.TempDir(), "ci-release")
-		w.git.clone(t, "edge.git", ghToken, ci)
-		w.git.reset() // the CI checkout is not the job's traffic
+		clone(t, w.git, "edge.git", ghToken, ci)
+		w.git.Reset() // the CI checkout is not the job's traffic
 		mainBefore := git(t, w.bare, "rev-parse", "main")
 		valuesBefore, err := os.ReadFile(filepath.Join(ci, "charts/example/values.yaml"))
 		if err != nil {
@@ -224,7 +225,7 @@ func TestReleasePath(t *testing.T) {
 		if len(prs) != 1 || prs[0].Head != releaseBranch || prs[0].Base != "main" || prs[0].State != "open" || !reflect.DeepEqual(prs[0].Labels, []string{"release"}) || !strings.Contains(prs[0].Body, "`"+prodDigests["chartpin/jobs-manager"][:19]+"`") {
 			s.fatalf("pull requests on the fake: %+v", prs)
 		}
-		if p := pushes(w.git.seen()); p != 1 {
+		if p := w.git.Pushes(); p != 1 {
 			s.fatalf("%d pushes, want 1", p)
 		}
 		// Request budget: one HEAD per distinct ref (3 prod tags and
@@ -242,7 +243,7 @@ func TestReleasePath(t *testing.T) {
 		git(t, w.bare, "update-ref", "refs/heads/main", releaseCommit)
 		w.gh.ClosePR(w.gh.PRs()[0].Number)
 		ci := filepath.Join(t.TempDir(), "ci-publish")
-		w.git.clone(t, "edge.git", ghToken, ci)
+		clone(t, w.git, "edge.git", ghToken, ci)
 		var err error
 		published, err = w.publish(filepath.Join(ci, "charts/example"), w.charts.URL+"/stable")
 		if err != nil {
@@ -518,8 +519,8 @@ func TestReleasePath(t *testing.T) {
 
 	w.step("6 release again", func(s *step) string {
 		ci := filepath.Join(t.TempDir(), "ci-again")
-		w.git.clone(t, "edge.git", ghToken, ci)
-		w.git.reset()
+		clone(t, w.git, "edge.git", ghToken, ci)
+		w.git.Reset()
 		w.gh.Reset()
 		head := git(t, w.bare, "rev-parse", "main")
 		rep, err := w.runRelease(ci)
@@ -535,8 +536,8 @@ func TestReleasePath(t *testing.T) {
 				editing = append(editing, c.String())
 			}
 		}
-		if len(editing) != 0 || pushes(w.git.seen()) != 0 {
-			s.fatalf("editing GitHub calls %v, pushes %d; want none", editing, pushes(w.git.seen()))
+		if len(editing) != 0 || w.git.Pushes() != 0 {
+			s.fatalf("editing GitHub calls %v, pushes %d; want none", editing, w.git.Pushes())
 		}
 		// Unchanged pins: one HEAD per distinct ref, no manifest GET.
 		if n, g := w.proxy.Count("HEAD"), w.proxy.CountPath("GET", "/manifests/"); n != 4 || g != 0 {
@@ -587,7 +588,7 @@ func (w *world) setup() {
 	git(t, seed, "add", ".")
 	git(t, seed, "commit", "-qm", "example chart "+previousVersion)
 	git(t, seed, "push", "-q", w.bare, "main")
-	w.git = startGitServer(t, root, ghToken)
+	w.git = gittest.NewHTTP(t, root, ghToken)
 
 	w.gh = fakegithub.New(owner, repoName, ghToken)
 	t.Cleanup(w.gh.Close)

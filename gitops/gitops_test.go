@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chartpin/chartpin/internal/gittest"
 	"github.com/go-git/go-git/v5/plumbing"
 )
 
@@ -296,36 +295,10 @@ func TestOutsideRepositoryRefused(t *testing.T) {
 	}
 }
 
-// gitHTTP serves bare repositories under root through git http-backend,
-// requiring the token as the basic-auth password, and counts requests.
-func gitHTTP(t *testing.T, root, token string) (*httptest.Server, *atomic.Int64) {
-	t.Helper()
-	const backend = "/usr/lib/git-core/git-http-backend"
-	if _, err := os.Stat(backend); err != nil {
-		if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
-			t.Fatalf("%s is required (CHARTPIN_REQUIRE_INTEGRATION=1): %v", backend, err)
-		}
-		t.Skipf("SKIPPING: %s not installed (apt-get install git); the smart-HTTP push test needs it", backend)
-	}
-	var n atomic.Int64
-	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		if _, pass, ok := r.BasicAuth(); !ok || pass != token {
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "bad credentials", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &n
-}
-
 func TestPushOverSmartHTTPWithToken(t *testing.T) {
 	work, bare := fixture(t)
 	run(t, bare, "config", "http.receivepack", "true")
-	srv, requests := gitHTTP(t, filepath.Dir(bare), "s3cret-token")
+	srv := gittest.NewHTTP(t, filepath.Dir(bare), "s3cret-token")
 	run(t, work, "remote", "set-url", "origin", srv.URL+"/remote.git")
 
 	// Wrong token: refused, the token never appears in the message.
@@ -334,7 +307,7 @@ func TestPushOverSmartHTTPWithToken(t *testing.T) {
 		t.Fatalf("err = %v, want an auth error naming GITHUB_TOKEN and not the token", err)
 	}
 
-	requests.Store(0)
+	srv.Reset()
 	c, err := release(t, open(t, work, WithToken("s3cret-token")), "sha256:aaa")
 	if err != nil {
 		t.Fatal(err)
@@ -342,15 +315,15 @@ func TestPushOverSmartHTTPWithToken(t *testing.T) {
 	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {
 		t.Fatalf("remote branch at %s, want %s", got, c.Hash)
 	}
-	t.Logf("first push over smart HTTP: %d requests", requests.Load())
+	t.Logf("first push over smart HTTP: %d requests", len(srv.Requests()))
 
 	// Re-run: same content, one ls-remote and nothing else.
-	requests.Store(0)
+	srv.Reset()
 	again, err := release(t, open(t, work, WithToken("s3cret-token")), "sha256:aaa")
 	if err != nil || again.Created {
 		t.Fatalf("re-run: %+v, %v", again, err)
 	}
-	if n := requests.Load(); n != 1 {
+	if n := len(srv.Requests()); n != 1 {
 		t.Fatalf("unchanged re-run sent %d requests, want 1 (the ref listing)", n)
 	}
 
@@ -482,7 +455,7 @@ func TestAuthMatchesRemoteScheme(t *testing.T) {
 func TestLeaseCheckedByServer(t *testing.T) {
 	work, bare := fixture(t)
 	run(t, bare, "config", "http.receivepack", "true")
-	srv, _ := gitHTTP(t, filepath.Dir(bare), "tok")
+	srv := gittest.NewHTTP(t, filepath.Dir(bare), "tok")
 	run(t, work, "remote", "set-url", "origin", srv.URL+"/remote.git")
 	if _, err := release(t, open(t, work, WithToken("tok")), "sha256:aaa"); err != nil {
 		t.Fatal(err)

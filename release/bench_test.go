@@ -15,13 +15,13 @@ func BenchmarkRelease(b *testing.B) {
 			b.StopTimer()
 			w := newWorld(b)
 			opts := w.options(b, w.clone(b), false)
-			w.gitReqs.Store(0)
+			w.git.Reset()
 			b.StartTimer()
 			if _, err := Run(context.Background(), opts); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
-			git, gh, reg = git+w.gitReqs.Load(), gh+int64(len(w.gh.Calls())), reg+int64(w.reg.Count(""))
+			git, gh, reg = git+int64(len(w.git.Requests())), gh+int64(len(w.gh.Calls())), reg+int64(w.reg.Count(""))
 		}
 		b.ReportMetric(float64(git)/float64(b.N), "git-req/op")
 		b.ReportMetric(float64(gh)/float64(b.N), "github-req/op")
@@ -37,7 +37,7 @@ func BenchmarkRelease(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			opts := w.options(b, w.clone(b), false)
-			w.gitReqs.Store(0)
+			w.git.Reset()
 			w.gh.Reset()
 			w.reg.Reset()
 			b.StartTimer()
@@ -49,7 +49,7 @@ func BenchmarkRelease(b *testing.B) {
 			if rep.Pushed || rep.CommitCreated {
 				b.Fatalf("unchanged re-run pushed or committed: %+v", rep)
 			}
-			git, gh, reg = git+w.gitReqs.Load(), gh+int64(len(w.gh.Calls())), reg+int64(w.reg.Count(""))
+			git, gh, reg = git+int64(len(w.git.Requests())), gh+int64(len(w.gh.Calls())), reg+int64(w.reg.Count(""))
 		}
 		b.ReportMetric(float64(git)/float64(b.N), "git-req/op")
 		b.ReportMetric(float64(gh)/float64(b.N), "github-req/op")

@@ -4,20 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chartpin/chartpin/gitops"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/gittest"
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/pin"
 	"github.com/chartpin/chartpin/publish"
@@ -61,7 +58,7 @@ type world struct {
 	reg      *registrytest.Registry
 	bare     string
 	url      string
-	gitReqs  *atomic.Int64
+	git      *gittest.Server
 	gh       *fakegithub.Server
 	values   string // values.yaml as committed on main
 	digest14 string
@@ -104,19 +101,8 @@ func newWorld(t testing.TB) *world {
 	run(t, seed, "commit", "-qm", "initial")
 	run(t, seed, "push", "-q", w.bare, "main")
 
-	w.gitReqs = &atomic.Int64{}
-	backend := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend", Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		w.gitReqs.Add(1)
-		if _, pass, ok := r.BasicAuth(); !ok || pass != token {
-			rw.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(rw, "bad credentials", http.StatusUnauthorized)
-			return
-		}
-		backend.ServeHTTP(rw, r)
-	}))
-	t.Cleanup(srv.Close)
-	w.url = srv.URL + "/charts.git"
+	w.git = gittest.NewHTTP(t, root, token)
+	w.url = w.git.URL + "/charts.git"
 
 	w.gh = fakegithub.New("acme", "charts", token)
 	t.Cleanup(w.gh.Close)
@@ -193,14 +179,14 @@ func TestFullRun(t *testing.T) {
 	var opts Options
 	ci := w.clone(t)
 	opts = w.options(t, ci, false)
-	w.gitReqs.Store(0)
+	w.git.Reset()
 	start := time.Now()
 	rep, err := Run(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("first run: %v; registry %d requests, git %d requests, GitHub %d requests",
-		time.Since(start).Round(time.Millisecond), w.reg.Count(""), w.gitReqs.Load(), len(w.gh.Calls()))
+		time.Since(start).Round(time.Millisecond), w.reg.Count(""), len(w.git.Requests()), len(w.gh.Calls()))
 	if !rep.CommitCreated || !rep.Pushed || rep.PR.Action != pullrequest.Created {
 		t.Fatalf("first run: %+v", rep)
 	}
@@ -230,7 +216,7 @@ func TestFullRun(t *testing.T) {
 	// one read of GitHub.
 	opts = w.options(t, w.clone(t), false)
 	w.gh.Reset()
-	w.gitReqs.Store(0)
+	w.git.Reset()
 	w.reg.Reset()
 	start = time.Now()
 	rep, err = Run(ctx, opts)
@@ -238,8 +224,8 @@ func TestFullRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("unchanged re-run: %v; registry %d requests, git %d requests, GitHub %d requests",
-		time.Since(start).Round(time.Millisecond), w.reg.Count(""), w.gitReqs.Load(), len(w.gh.Calls()))
-	if n := w.gitReqs.Load(); n != 1 {
+		time.Since(start).Round(time.Millisecond), w.reg.Count(""), len(w.git.Requests()), len(w.gh.Calls()))
+	if n := len(w.git.Requests()); n != 1 {
 		t.Fatalf("unchanged re-run sent %d git requests, want 1 (the ref listing)", n)
 	}
 	if rep.CommitCreated || rep.Pushed || rep.PR.Action != pullrequest.Unchanged {
