@@ -141,9 +141,9 @@ current-context: e2e
 // "pulled" their images (imageID = the digest the tag named at pull time, as
 // a kubelet reports it), and a completed rollout status.
 //
-// TODO(lead): reconcile/cluster_test.go has a smaller stand-in
-// (fakeControllers, no ReplicaSets); one shared helper in internal/kubetest
-// should replace both.
+// reconcile/cluster_test.go keeps a smaller, synchronous stand-in
+// (fakeControllers, no ReplicaSets); merging the two into internal/kubetest
+// is open work.
 type controllers struct {
 	c          kubernetes.Interface
 	namespaces []string
