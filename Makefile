@@ -17,13 +17,17 @@ demo: build
 vet:
 	$(GO) vet ./...
 
-# Every test, the end-to-end one included. Integration tests use Debian's
-# docker-registry, etcd and git, and $KUBE_APISERVER (see kube-apiserver).
+# Every test: the packages, then the end-to-end release path. Integration
+# tests use Debian's docker-registry, etcd and git, and $KUBE_APISERVER (see
+# kube-apiserver).
 test: vet
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e$$)
+	$(MAKE) e2e
 
+# The whole path in one test (pin, PR, publish, upgrade, reconcile), logging
+# each step's figures.
 e2e:
-	$(GO) test -count=1 -v ./e2e/
+	$(GO) test -count=1 -v -run . ./e2e/
 
 race:
 	$(GO) test -race -count=1 ./...
