@@ -8,6 +8,7 @@ import (
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/yamledit"
 )
 
 // configured returns exactly the pins cfg names. A configured path or pin key
@@ -26,11 +27,10 @@ func configured(name string, root *yaml.Node, cfg *config.Chart) ([]Pin, error) 
 }
 
 func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) {
-	at, _, err := lookup(root, img.At)
+	at, err := yamledit.LookupNode(root, img.At)
 	if err != nil {
 		return Pin{}, fmt.Errorf("%s: %v; fix at: or the values", name, err)
 	}
-	at = deref(at)
 	if at.Kind == yaml.ScalarNode {
 		return configuredString(name, at, img)
 	}
@@ -48,12 +48,11 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 			return Pin{}, err
 		}
 	}
-	pn, _, err := lookup(at, pinKey)
+	pn, err := yamledit.LookupNode(at, pinKey)
 	if err != nil {
 		return Pin{}, fmt.Errorf("%s:%d: %s has no %s key (%v); chartpin never invents a key: add %s: \"\" to the block",
 			name, at.Line, img.At, pinKey, err, pinKey)
 	}
-	pn = deref(pn)
 	if pn.Kind != yaml.ScalarNode {
 		return Pin{}, fmt.Errorf("%s:%d: %s.%s is not a scalar", name, pn.Line, img.At, pinKey)
 	}
@@ -79,13 +78,13 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 	if img.Follows != "" {
 		// The digest comes from the followed image; the block's own image is informational.
 		p.Repository, _ = b.repository(img.Repository)
-		if tn, err := Lookup(at, tagKey); err == nil && tn.Kind == yaml.ScalarNode {
+		if tn, err := yamledit.LookupNode(at, tagKey); err == nil && tn.Kind == yaml.ScalarNode {
 			p.Tag, p.TagPath, p.TagLine, p.TagNode = stripDigest(tn.Value), join(img.At, tagKey), tn.Line, tn
 		}
 		return p, nil
 	}
 	p.Repository, p.Problem = b.repository(img.Repository)
-	tn, err := Lookup(at, tagKey)
+	tn, err := yamledit.LookupNode(at, tagKey)
 	if err != nil {
 		if img.Versions == "" && p.Problem == "" {
 			p.Problem = fmt.Sprintf("%s has no %s key, so the float to pin is unknown; set tagFrom: or versions:", img.At, tagKey)
@@ -132,7 +131,7 @@ func (b block) defaultPinKey(tagKey string) (string, error) {
 			cands = append(cands, k)
 		}
 	}
-	if tn, err := Lookup(b.node, tagKey); err == nil && tn.Kind == yaml.ScalarNode && tagDigestRe.MatchString(tn.Value) {
+	if tn, err := yamledit.LookupNode(b.node, tagKey); err == nil && tn.Kind == yaml.ScalarNode && tagDigestRe.MatchString(tn.Value) {
 		cands = append(cands, tagKey)
 	}
 	switch len(cands) {

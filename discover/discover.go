@@ -6,16 +6,13 @@
 package discover
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -23,6 +20,7 @@ import (
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/resolver"
+	"github.com/chartpin/chartpin/yamledit"
 )
 
 // ValuesFile is the file chartpin pins into: only chart defaults reach
@@ -74,8 +72,9 @@ func (p Pin) Ref() string { return p.Repository + ":" + p.Tag }
 func (p Pin) Where() string { return fmt.Sprintf("%s:%d (%s)", p.File, p.Line, p.Path) }
 
 // Chart returns the pins of the chart in dir: with cfg nil by discovery, else
-// exactly cfg's images. Malformed YAML, duplicate keys and configured paths
-// that do not exist are input errors naming file:line.
+// exactly cfg's images. values.yaml is parsed by yamledit.Parse, so
+// malformed YAML, duplicate keys (`<<` merge keys too), invalid UTF-8 and
+// configured paths that do not exist are input errors naming file:line.
 func Chart(dir string, cfg *config.Chart) ([]Pin, error) {
 	name := filepath.Join(dir, ValuesFile)
 	if abs, err := filepath.Abs(name); err == nil {
@@ -88,73 +87,34 @@ func Chart(dir string, cfg *config.Chart) ([]Pin, error) {
 		}
 		return nil, fmt.Errorf("reading values: %w", err)
 	}
-	root, err := Parse(name, data)
+	f, err := yamledit.Parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	root, err := Values(f)
 	if err != nil {
 		return nil, err
 	}
 	return Find(name, root, cfg)
 }
 
-// Parse parses values bytes into the root node of the first document and
-// rejects duplicate mapping keys. Errors are input errors naming file:line.
-func Parse(name string, data []byte) (*yaml.Node, error) {
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}, nil
-		}
-		return nil, failure.Input(fmt.Errorf("%s: malformed YAML: %s; fix the file and rerun", name, strings.TrimPrefix(err.Error(), "yaml: ")))
+// Values returns the values tree of a parsed values.yaml: the first
+// document's root mapping (Helm reads only the first; yamledit.Parse has
+// checked that the others parse). An empty file or a null document is an
+// empty mapping; any other top level is an input error naming file:line.
+func Values(f *yamledit.File) (*yaml.Node, error) {
+	empty := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	if len(f.Docs) == 0 || len(f.Docs[0].Content) == 0 {
+		return empty, nil
 	}
-	// Later documents are not values (Helm reads the first), but they must parse.
-	for {
-		var more yaml.Node
-		if err := dec.Decode(&more); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, failure.Input(fmt.Errorf("%s: malformed YAML: %s; fix the file and rerun", name, strings.TrimPrefix(err.Error(), "yaml: ")))
-		}
-		if err := checkDuplicates(name, &more); err != nil {
-			return nil, err
-		}
+	root := f.Docs[0].Content[0]
+	switch {
+	case root.Kind == yaml.MappingNode:
+		return root, nil
+	case root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null":
+		return empty, nil
 	}
-	if len(doc.Content) == 0 {
-		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}, nil
-	}
-	if err := checkDuplicates(name, &doc); err != nil {
-		return nil, err
-	}
-	root := doc.Content[0]
-	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
-		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}, nil
-	}
-	if root.Kind != yaml.MappingNode {
-		return nil, failure.Input(fmt.Errorf("%s:%d: values must be a mapping at the top level", name, root.Line))
-	}
-	return root, nil
-}
-
-func checkDuplicates(name string, n *yaml.Node) error {
-	if n.Kind == yaml.MappingNode {
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			if k.Kind == yaml.ScalarNode && k.Value != "<<" {
-				if l, dup := seen[k.Value]; dup {
-					return failure.Input(fmt.Errorf("%s:%d: duplicate key %q (first at line %d); Helm keeps only one of them, remove the other",
-						name, k.Line, k.Value, l))
-				}
-				seen[k.Value] = k.Line
-			}
-		}
-	}
-	for _, c := range n.Content {
-		if err := checkDuplicates(name, c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return nil, failure.Input(fmt.Errorf("%s:%d: values must be a mapping at the top level", f.Name, root.Line))
 }
 
 // Find returns the pins in a parsed values tree (see Chart).
@@ -181,82 +141,6 @@ var (
 // camelCase *Digest / digest* variant such as prodDigest or digestChroot.
 func IsPinKey(k string) bool {
 	return k == "digest" || k == "sha" || suffixRe.MatchString(k) || prefixRe.MatchString(k)
-}
-
-// Lookup returns the node at a dotted path (keys, and [N] for list items).
-// Aliases are followed, the last one too. A missing path is an error naming where it stops.
-func Lookup(root *yaml.Node, path string) (*yaml.Node, error) {
-	n, _, err := lookup(root, path)
-	return n, err
-}
-
-// lookup also returns the key node of the last step (nil for list items).
-func lookup(root *yaml.Node, path string) (*yaml.Node, *yaml.Node, error) {
-	n := root
-	var key *yaml.Node
-	done := ""
-	for _, step := range splitPath(path) {
-		n = deref(n)
-		if step.index >= 0 {
-			if n.Kind != yaml.SequenceNode || step.index >= len(n.Content) {
-				return nil, nil, fmt.Errorf("%s%s: no list item %d", done, step.text, step.index)
-			}
-			n, key = n.Content[step.index], nil
-		} else {
-			if n.Kind != yaml.MappingNode {
-				return nil, nil, fmt.Errorf("%s is not a mapping (line %d), so it has no key %q", strings.TrimSuffix(done, "."), n.Line, step.key)
-			}
-			var next, k *yaml.Node
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == step.key {
-					k, next = n.Content[i], n.Content[i+1]
-				}
-			}
-			if next == nil {
-				where := strings.TrimSuffix(done, ".")
-				if where == "" {
-					where = "the top level"
-				}
-				return nil, nil, fmt.Errorf("no key %q under %s (line %d)", step.key, where, n.Line)
-			}
-			n, key = next, k
-		}
-		done += step.text + "."
-	}
-	return deref(n), key, nil
-}
-
-type pathStep struct {
-	key   string
-	index int
-	text  string
-}
-
-func splitPath(path string) []pathStep {
-	var out []pathStep
-	for _, part := range strings.Split(path, ".") {
-		key := part
-		var idx []int
-		if i := strings.IndexByte(part, '['); i >= 0 {
-			key = part[:i]
-			for _, s := range strings.Split(strings.TrimSuffix(part[i+1:], "]"), "][") {
-				n, _ := strconv.Atoi(s)
-				idx = append(idx, n)
-			}
-		}
-		out = append(out, pathStep{key: key, index: -1, text: key})
-		for _, n := range idx {
-			out = append(out, pathStep{index: n, text: fmt.Sprintf("%s[%d]", key, n)})
-		}
-	}
-	return out
-}
-
-func deref(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
 }
 
 func join(base, key string) string {
@@ -287,7 +171,7 @@ func (b block) scalar(key string) (*yaml.Node, *yaml.Node) {
 // str returns the string value of a scalar child, and whether it is set (non-null, non-empty).
 func (b block) str(key string) string {
 	_, v := b.scalar(key)
-	v = deref(v)
+	v = yamledit.Deref(v)
 	if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
 		return ""
 	}
@@ -299,7 +183,7 @@ func (b block) str(key string) string {
 // An empty value is "no override" (lesson 21).
 func globalRegistry(root *yaml.Node) string {
 	for _, p := range []string{"global.imageRegistry", "global.image.registry"} {
-		if n, err := Lookup(root, p); err == nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && n.Value != "" {
+		if n, err := yamledit.LookupNode(root, p); err == nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && n.Value != "" {
 			return n.Value
 		}
 	}

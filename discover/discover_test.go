@@ -9,6 +9,7 @@ import (
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/yamledit"
 )
 
 // The corpus charts are copied, with attribution, into pin's golden trees.
@@ -204,8 +205,13 @@ func TestDiscoverBadInput(t *testing.T) {
 	cases := []struct {
 		name, values, want string
 	}{
-		{"malformed", "a:\n  b: [\n", "values.yaml: malformed YAML: line 2"},
-		{"duplicate", "image:\n  repository: a/b\n  tag: x\n  digest: \"\"\n  digest: \"\"\n", "values.yaml:5: duplicate key \"digest\" (first at line 4)"},
+		{"malformed", "a:\n  b: [\n", "values.yaml:2: parsing yaml: did not find expected node content; fix the file and retry"},
+		{"malformed later document", "a: 1\n---\nb: [\n", "values.yaml:3: parsing yaml:"},
+		{"duplicate", "image:\n  repository: a/b\n  tag: x\n  digest: \"\"\n  digest: \"\"\n", "values.yaml:5: mapping key \"digest\" already defined at line 4"},
+		{"duplicate in a later document", "a: 1\n---\nb: 1\nb: 2\n", "values.yaml:4: mapping key \"b\" already defined at line 3"},
+		// yaml.v3 refuses a repeated << when decoding into a map, so yamledit does too.
+		{"duplicate merge key", "x: &x {a: 1}\ny: &y {b: 1}\nz:\n  <<: *x\n  <<: *y\n", "values.yaml:5: mapping key \"<<\" already defined at line 4"},
+		{"not utf-8", "image:\n  repository: a/b\n  tag: \"\xff\"\n", "values.yaml:3: not valid UTF-8"},
 		{"ambiguous", "image:\n  repository: a/b\n  tag: v1@sha256:1111111111111111111111111111111111111111111111111111111111111111\n  digest: \"\"\n",
 			"values.yaml:2: ambiguous pin: image.tag (line 3) and image.digest (line 4) hold the same image's digest"},
 		{"top level list", "- a\n", "values must be a mapping"},
@@ -336,16 +342,34 @@ jelly:
 	}
 }
 
-func TestLookup(t *testing.T) {
-	root, err := Parse("v.yaml", []byte("a:\n  b:\n    - x: 1\n    - x: 2\n"))
+func TestValuesTopLevel(t *testing.T) {
+	for name, values := range map[string]string{
+		"empty file":       "",
+		"comments only":    "# nothing yet\n",
+		"null document":    "---\n~\n",
+		"empty document":   "---\n---\na: 1\n",
+		"later documents":  "image:\n  repository: a/b\n  tag: x\n---\nimage:\n  repository: c/d\n  tag: y\n  digest: \"\"\n",
+		"later list value": "{}\n---\n- a\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			pins, err := Chart(writeChart(t, values), nil)
+			if err != nil || len(pins) != 0 {
+				t.Fatalf("Chart = %v, %v; want no pins and no error (only the first document is values)", pins, err)
+			}
+		})
+	}
+	f, err := yamledit.Parse("values.yaml", []byte("\n\n- a\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := Lookup(root, "a.b[1].x")
-	if err != nil || n.Value != "2" {
-		t.Errorf("Lookup = %v, %v", n, err)
+	if _, err := Values(f); err == nil || err.Error() != "values.yaml:3: values must be a mapping at the top level" || failure.Code(err) != 2 {
+		t.Errorf("Values of a list = %v, want an input error naming values.yaml:3", err)
 	}
-	if _, err := Lookup(root, "a.c"); err == nil || !strings.Contains(err.Error(), `no key "c" under a`) {
-		t.Errorf("err = %v", err)
+	f, err = yamledit.Parse("values.yaml", []byte("a: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root, err := Values(f); err != nil || root != f.Docs[0].Content[0] {
+		t.Errorf("Values = %v, %v; want the first document's root mapping itself (pins edit its nodes)", root, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/yamledit"
 )
 
 // discover walks every mapping in the values tree. Comments are not nodes,
@@ -58,7 +59,7 @@ func (b block) pins() ([]Pin, error) {
 	for i := 0; i+1 < len(b.node.Content); i += 2 {
 		k, v := b.node.Content[i], b.node.Content[i+1]
 		key := k.Value
-		val := deref(v)
+		val := yamledit.Deref(v)
 		if val.Kind != yaml.ScalarNode {
 			continue
 		}
@@ -84,7 +85,7 @@ func (b block) pins() ([]Pin, error) {
 		var where []string
 		for _, k := range primary {
 			_, v := b.scalar(k)
-			where = append(where, fmt.Sprintf("%s (line %d)", join(b.path, k), deref(v).Line))
+			where = append(where, fmt.Sprintf("%s (line %d)", join(b.path, k), yamledit.Deref(v).Line))
 		}
 		return nil, failure.Input(fmt.Errorf("%s:%d: ambiguous pin: %s hold the same image's digest; keep one, or say which with pin: in chartpin.yaml",
 			b.name, b.node.Line, strings.Join(where, " and ")))
@@ -162,7 +163,7 @@ func (b block) keyPin(key string, k, val *yaml.Node) Pin {
 		return p
 	}
 	p.TagPath = join(b.path, tagKey)
-	tn, err := Lookup(b.node, tagKey)
+	tn, err := yamledit.LookupNode(b.node, tagKey)
 	switch {
 	case err != nil:
 		p.TagPath = ""
@@ -196,10 +197,10 @@ func (b block) variantTag(key string) (string, string) {
 	}
 	if m := suffixRe.FindStringSubmatch(key); m != nil {
 		v := m[1]
-		if _, err := Lookup(b.node, "channelTags."+v); err == nil {
+		if _, err := yamledit.LookupNode(b.node, "channelTags."+v); err == nil {
 			return "channelTags." + v, ""
 		}
-		if _, err := Lookup(b.node, v+"Tag"); err == nil {
+		if _, err := yamledit.LookupNode(b.node, v+"Tag"); err == nil {
 			return v + "Tag", ""
 		}
 		return "", fmt.Sprintf("%s: no channelTags.%s or %sTag in %s says which tag this variant pins; configure it in chartpin.yaml (tagFrom:, pin: %s)",

@@ -9,7 +9,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/config"
-	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/yamledit"
 )
 
@@ -128,7 +127,7 @@ func (c *chart) checkWhen(s *state) error {
 	if err != nil {
 		return fmt.Errorf("%s: image %s: when: %w", s.Where(), s.ref, err)
 	}
-	ok, err := cond.Eval(func(path string) (*yaml.Node, error) { return discover.Lookup(c.root, path) })
+	ok, err := cond.Eval(func(path string) (*yaml.Node, error) { return yamledit.LookupNode(c.root, path) })
 	if err != nil {
 		return fmt.Errorf("%s: image %s: refusing to move the pin from %s to %s: %w (fail closed)",
 			s.Where(), s.ref, orNone(s.Digest), s.newDigest, err)
