@@ -270,16 +270,8 @@ func (c *chart) load() error {
 	if err != nil {
 		return err
 	}
-	c.root = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	if len(c.values.Docs) > 0 && len(c.values.Docs[0].Content) > 0 {
-		r := c.values.Docs[0].Content[0]
-		switch {
-		case r.Kind == yaml.MappingNode:
-			c.root = r
-		case r.Kind == yaml.ScalarNode && r.ShortTag() == "!!null":
-		default:
-			return failure.Input(fmt.Errorf("%s:%d: values must be a mapping at the top level", name, r.Line))
-		}
+	if c.root, err = discover.Values(c.values); err != nil {
+		return err
 	}
 	pins, err := discover.Find(name, c.root, c.cfg)
 	if err != nil {
