@@ -373,3 +373,50 @@ func TestValuesTopLevel(t *testing.T) {
 		t.Errorf("Values = %v, %v; want the first document's root mapping itself (pins edit its nodes)", root, err)
 	}
 }
+
+// Paths are looked up as yamledit does, through `<<` merge keys: Helm sees
+// merged values, so a tag, a when: value or a configured at: that only a
+// merge provides is found (discover's own lookup used to miss it).
+func TestMergeKeys(t *testing.T) {
+	values := `tags: &tags
+  tag: "1.2"
+common: &common
+  web:
+    repository: a/web
+    tag: "3"
+    digest: ""
+app:
+  repository: a/b
+  <<: *tags
+  digest: ""
+apps:
+  <<: *common
+`
+	dir := writeChart(t, values)
+	pins, err := Chart(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range pins {
+		got = append(got, summary(p)+" tag@"+strconv.Itoa(p.TagLine))
+	}
+	want := "common.web.digest docker.io/a/web:3 digest tag@6\napp.digest docker.io/a/b:1.2 digest tag@2"
+	if strings.Join(got, "\n") != want {
+		t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
+	}
+	if len(pins) == 2 && (pins[1].TagPath != "app.tag" || pins[1].TagNode == nil || pins[1].TagNode.Line != 2) {
+		t.Errorf("app's tag: path %s node %v, want app.tag read from the anchored scalar at line 2", pins[1].TagPath, pins[1].TagNode)
+	}
+	cf, err := config.Parse(filepath.Join(dir, "chartpin.yaml"), []byte("charts:\n  - dir: "+dir+"\n    images:\n      - at: apps.web\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins, err = Chart(dir, &cf.Charts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pins) != 1 || summary(pins[0]) != "apps.web.digest docker.io/a/web:3 digest" || pins[0].Node.Line != 7 {
+		t.Errorf("configured through a merge: %+v, want apps.web.digest written at the anchored scalar, line 7", pins)
+	}
+}
