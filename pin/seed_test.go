@@ -285,6 +285,17 @@ func TestSeedRefusals(t *testing.T) {
 			code: 1,
 		},
 		{
+			// The condition reads values as Helm does, through << merge keys.
+			name: "when false through a merge key",
+			mutate: func(s *seed) {
+				s.files["values.yaml"] = strings.Replace(s.files["values.yaml"], "serviceDbAccountsByEnv:\n  prod: true\n",
+					"envDefaults: &envs\n  prod: false\nserviceDbAccountsByEnv:\n  <<: *envs\n", 1)
+			},
+			opts: func(s *seed, o *Options) { o.RewriteCopies = true },
+			want: []string{"values.yaml:17 (images.ingestor.prodDigest): image REG/example/ingestor:0.8.4: refusing to move the pin from OLD to NEW: when \"serviceDbAccountsByEnv.prod == true\" does not hold"},
+			code: 1,
+		},
+		{
 			name: "when unreadable",
 			mutate: func(s *seed) {
 				s.files["values.yaml"] = strings.Replace(s.files["values.yaml"], "serviceDbAccountsByEnv:\n  prod: true\n", "", 1)
