@@ -239,15 +239,22 @@ func TestDiscoverAnchorsAndDocuments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, p := range pins {
-		got = append(got, summary(p)+" @"+strconv.Itoa(p.Line))
-	}
 	// copy: *img is the anchored block again (found once); other.digest: *d
 	// points at the anchored scalar (line 5), which is written once.
-	want := "base.digest docker.io/a/b:1 digest sha256:111111111 @5\nother.digest docker.io/a/c:2 digest sha256:111111111 @5"
-	if strings.Join(got, "\n") != want {
-		t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
+	checkPins(t, pins, func(p Pin) string { return " @" + strconv.Itoa(p.Line) },
+		"base.digest docker.io/a/b:1 digest sha256:111111111 @5",
+		"other.digest docker.io/a/c:2 digest sha256:111111111 @5")
+}
+
+// checkPins compares each pin's summary, followed by more(p), with want.
+func checkPins(t *testing.T, pins []Pin, more func(Pin) string, want ...string) {
+	t.Helper()
+	var got []string
+	for _, p := range pins {
+		got = append(got, summary(p)+more(p))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -397,14 +404,9 @@ apps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, p := range pins {
-		got = append(got, summary(p)+" tag@"+strconv.Itoa(p.TagLine))
-	}
-	want := "common.web.digest docker.io/a/web:3 digest tag@6\napp.digest docker.io/a/b:1.2 digest tag@2"
-	if strings.Join(got, "\n") != want {
-		t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
-	}
+	checkPins(t, pins, func(p Pin) string { return " tag@" + strconv.Itoa(p.TagLine) },
+		"common.web.digest docker.io/a/web:3 digest tag@6",
+		"app.digest docker.io/a/b:1.2 digest tag@2")
 	if len(pins) == 2 && (pins[1].TagPath != "app.tag" || pins[1].TagNode == nil || pins[1].TagNode.Line != 2) {
 		t.Errorf("app's tag: path %s node %v, want app.tag read from the anchored scalar at line 2", pins[1].TagPath, pins[1].TagNode)
 	}
