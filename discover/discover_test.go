@@ -74,13 +74,7 @@ func TestDiscoverCorpora(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, p := range pins {
-				got = append(got, summary(p))
-			}
-			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-			}
+			checkPins(t, pins, nil, want...)
 		})
 	}
 }
@@ -165,10 +159,6 @@ func TestDiscoverSeedShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, p := range pins {
-		got = append(got, summary(p))
-	}
 	want := []string{
 		"images.ingestor.prodDigest ghcr.io/example/ingestor:0.8 digest sha256:111111111",
 		"images.ingestor.digest ghcr.io/example/ingestor: digest PROBLEM",
@@ -179,9 +169,7 @@ func TestDiscoverSeedShape(t *testing.T) {
 		"sidecar.image docker.io/library/busybox:1.36 ref@digest",
 		"sidecar.other docker.io/library/nginx:1.27 ref@digest sha256:333333333",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	checkPins(t, pins, nil, want...)
 	for _, p := range pins {
 		if p.Path == "images.ingestor.prodDigest" && (p.TagPath != "images.ingestor.channelTags.prod" || p.Line != 12 || p.TagLine != 10) {
 			t.Errorf("prodDigest: tagPath %s line %d tagLine %d", p.TagPath, p.Line, p.TagLine)
@@ -246,12 +234,16 @@ func TestDiscoverAnchorsAndDocuments(t *testing.T) {
 		"other.digest docker.io/a/c:2 digest sha256:111111111 @5")
 }
 
-// checkPins compares each pin's summary, followed by more(p), with want.
+// checkPins compares each pin's summary, followed by more(p) unless more is nil, with want.
 func checkPins(t *testing.T, pins []Pin, more func(Pin) string, want ...string) {
 	t.Helper()
 	var got []string
 	for _, p := range pins {
-		got = append(got, summary(p)+more(p))
+		s := summary(p)
+		if more != nil {
+			s += more(p)
+		}
+		got = append(got, s)
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -301,10 +293,6 @@ jelly:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, p := range pins {
-		got = append(got, summary(p))
-	}
 	want := []string{
 		"images.ingestor.prodDigest ghcr.io/example/ingestor:0.8 digest sha256:111111111",
 		"images.jobsManager.digest docker.io/example/jobs-manager:1.4 digest",
@@ -315,9 +303,7 @@ jelly:
 		"jelly.tag oci.example.org/jellyfin:10.11.11 tag@digest sha256:7f5325bd2",
 		"sidecar.image docker.io/library/busybox:1.36 ref@digest",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("pins:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	checkPins(t, pins, nil, want...)
 	if pins[0].Versions == "" || pins[0].When == "" || len(pins[0].Platforms) != 2 || pins[2].Follows != "images.jobsManager" || pins[0].ConfigLine != 4 {
 		t.Errorf("config fields not carried: %+v / %+v", pins[0], pins[2])
 	}
