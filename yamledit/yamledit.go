@@ -397,8 +397,8 @@ type notFound string
 func (e notFound) Error() string { return string(e) }
 func (e notFound) Unwrap() error { return ErrNotFound }
 
-// Deref follows an alias to its anchored node; other nodes are returned as
-// they are.
+// Deref follows an alias to its anchored node (nil for a hand-built alias of
+// nothing); other nodes are returned as they are.
 func Deref(n *yaml.Node) *yaml.Node { return deref(n) }
 
 func deref(n *yaml.Node) *yaml.Node {

@@ -201,6 +201,13 @@ scalar: 3
 			t.Errorf("LookupNode(%s): %v should wrap ErrNotFound and not be an input error", path, err)
 		}
 	}
+	// A hand-built tree can hold an alias of nothing; yaml.v3 never makes one.
+	broken := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: "a"}, {Kind: yaml.AliasNode}}}
+	for path, want := range map[string]string{"a": "a is an alias of nothing", "a.b": "a is an alias of nothing"} {
+		if _, err := LookupNode(broken, path); err == nil || err.Error() != want || !errors.Is(err, ErrNotFound) {
+			t.Errorf("LookupNode(%s) on an alias of nothing = %v, want %q", path, err, want)
+		}
+	}
 	for _, bad := range []string{"", "a.", "a[x]", `"a`} {
 		if _, err := LookupNode(root, bad); err == nil || !failure.IsInput(err) || errors.Is(err, ErrNotFound) {
 			t.Errorf("LookupNode(%q) = %v, want an input error about the path", bad, err)
