@@ -60,7 +60,7 @@ func (b block) pins() ([]Pin, error) {
 		k, v := b.node.Content[i], b.node.Content[i+1]
 		key := k.Value
 		val := yamledit.Deref(v)
-		if val.Kind != yaml.ScalarNode {
+		if val == nil || val.Kind != yaml.ScalarNode {
 			continue
 		}
 		switch {
