@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -60,29 +59,11 @@ func runDrift(c *cli.Context) error {
 	if err := r.Finish(); err != nil {
 		return err
 	}
-	gh := ghactions.FromEnv(os.Getenv)
-	// JSON stays machine-readable: no stop-commands around it (a JSON line
-	// cannot start with "::"), and the annotations go to stderr, which the
-	// runner reads for workflow commands too.
-	annotations := c.App.Writer
-	if out == "json" {
-		annotations = c.App.ErrWriter
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = gh.Untrusted(c.App.Writer, func(w io.Writer) error {
-			if out == "markdown" {
-				_, err := io.WriteString(w, drift.Markdown(rep, relToCwd))
-				return err
-			}
-			return drift.WriteText(w, rep, relToCwd)
-		})
-	}
+	err = printCheck(c, out, rep,
+		func() string { return drift.Markdown(rep, relToCwd) },
+		func(w io.Writer) error { return drift.WriteText(w, rep, relToCwd) },
+		func(gh *ghactions.Runner) ghactions.Report { return drift.Actions(rep, gh.RelPath) })
 	if err != nil {
-		return err
-	}
-	if err := gh.Emit(annotations, drift.Actions(rep, gh.RelPath)); err != nil {
 		return err
 	}
 	return rep.Err()

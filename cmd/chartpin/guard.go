@@ -69,29 +69,11 @@ func runGuard(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	gh := ghactions.FromEnv(os.Getenv)
-	// JSON stays machine-readable: no stop-commands around it (a JSON line
-	// cannot start with "::"), and the annotations go to stderr, which the
-	// runner reads for workflow commands too.
-	annotations := c.App.Writer
-	if out == "json" {
-		annotations = c.App.ErrWriter
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(res)
-	} else {
-		err = gh.Untrusted(c.App.Writer, func(w io.Writer) error {
-			if out == "markdown" {
-				_, err := io.WriteString(w, guard.Markdown(res))
-				return err
-			}
-			return guard.WriteText(w, res)
-		})
-	}
+	err = printCheck(c, out, res,
+		func() string { return guard.Markdown(res) },
+		func(w io.Writer) error { return guard.WriteText(w, res) },
+		func(*ghactions.Runner) ghactions.Report { return guard.Actions(res) })
 	if err != nil {
-		return err
-	}
-	if err := gh.Emit(annotations, guard.Actions(res)); err != nil {
 		return err
 	}
 	return res.Err()
@@ -107,4 +89,34 @@ func checkConfig(path string) (*config.File, error) {
 		path = found
 	}
 	return config.Load(path)
+}
+
+// printCheck prints a read-only check's report as text, markdown or JSON and
+// emits its GitHub Actions annotations, summary and outputs. JSON stays
+// machine-readable: no stop-commands around it (a JSON line cannot start
+// with "::"), and the annotations go to stderr, which the runner reads for
+// workflow commands too.
+func printCheck(c *cli.Context, out string, report any, markdown func() string, text func(io.Writer) error,
+	actions func(*ghactions.Runner) ghactions.Report) error {
+	gh := ghactions.FromEnv(os.Getenv)
+	annotations := c.App.Writer
+	var err error
+	if out == "json" {
+		annotations = c.App.ErrWriter
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(report)
+	} else {
+		err = gh.Untrusted(c.App.Writer, func(w io.Writer) error {
+			if out == "markdown" {
+				_, err := io.WriteString(w, markdown())
+				return err
+			}
+			return text(w)
+		})
+	}
+	if err != nil {
+		return err
+	}
+	return gh.Emit(annotations, actions(gh))
 }
