@@ -14,7 +14,7 @@ func TestEnvironmentBindsFlags(t *testing.T) {
 	reg.PushIndex(t, "app", "1", "linux/amd64")
 	t.Setenv("CHARTPIN_INSECURE_REGISTRY", reg.Host)
 	t.Setenv("CHARTPIN_OUTPUT", "json")
-	out, errOut, code := runResolveCLI(t, "resolve", reg.Host+"/app:1")
+	out, errOut, code := runCLI(t, "resolve", reg.Host+"/app:1")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -47,7 +47,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"resolve"},
 		{"completion", "fish"},
 	} {
-		if _, errOut, code := runResolveCLI(t, args...); code != 2 {
+		if _, errOut, code := runCLI(t, args...); code != 2 {
 			t.Errorf("chartpin %v: exit %d, want 2 (%s)", args, code, errOut)
 		}
 	}

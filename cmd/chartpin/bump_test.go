@@ -1,27 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/chartpin/chartpin/internal/failure"
 )
-
-func runBumpCmd(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	var out bytes.Buffer
-	app := newApp()
-	app.Writer, app.ErrWriter = &out, &out
-	err := app.RunContext(context.Background(), append([]string{"chartpin", "bump"}, args...))
-	if err != nil {
-		out.WriteString("error: " + err.Error() + "\n")
-	}
-	return failure.Code(err), out.String()
-}
 
 func TestBumpCommand(t *testing.T) {
 	dir := t.TempDir()
@@ -62,7 +46,7 @@ func TestBumpCommand(t *testing.T) {
 	}
 	for _, c := range cases {
 		before := read()
-		code, out := runBumpCmd(t, c.args...)
+		code, out := runCombined(t, append([]string{"bump"}, c.args...)...)
 		if code != c.code || !strings.Contains(out, c.out) {
 			t.Fatalf("bump %v: exit %d, output %q; want exit %d with %q", c.args, code, out, c.code, c.out)
 		}
@@ -76,7 +60,7 @@ func TestBumpCommand(t *testing.T) {
 	}
 
 	write("version: 1.0.0\nappVersion: 2.0.0\n")
-	code, out := runBumpCmd(t, "--app-version-policy", "lockstep", dir)
+	code, out := runCombined(t, "bump", "--app-version-policy", "lockstep", dir)
 	if code != 2 || !strings.Contains(out, "say which wins") {
 		t.Fatalf("lockstep mismatch: exit %d: %s", code, out)
 	}

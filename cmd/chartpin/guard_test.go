@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/chartpin/chartpin/guard/guardtest"
-	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/registrytest"
 )
 
@@ -22,14 +19,7 @@ func runCheck(t *testing.T, args ...string) (int, string) {
 	if _, set := os.LookupEnv("GITHUB_ACTIONS"); !set {
 		t.Setenv("GITHUB_ACTIONS", "")
 	}
-	var out bytes.Buffer
-	app := newApp()
-	app.Writer, app.ErrWriter = &out, &out
-	err := app.RunContext(context.Background(), append([]string{"chartpin"}, args...))
-	if err != nil {
-		out.WriteString("error: " + err.Error() + "\n")
-	}
-	return failure.Code(err), out.String()
+	return runCombined(t, args...)
 }
 
 func wantExit(t *testing.T, got, want int, out string) {

@@ -35,7 +35,7 @@ func TestPinCommand(t *testing.T) {
 	lock := filepath.Join(t.TempDir(), "digests.yaml")
 
 	// --dry-run prints the diff and writes nothing (but records the lock).
-	out, errOut, code := runResolveCLI(t, "--insecure-registry", reg.Host, "pin", "--dry-run", "--write-digests", lock, dir)
+	out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--dry-run", "--write-digests", lock, dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -51,7 +51,7 @@ func TestPinCommand(t *testing.T) {
 	}
 
 	// Offline from that lock, JSON output, written.
-	out, errOut, code = runResolveCLI(t, "pin", "--digests", lock, "-o", "json", dir)
+	out, errOut, code = runCLI(t, "pin", "--digests", lock, "-o", "json", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -78,7 +78,7 @@ func TestPinCommand(t *testing.T) {
 	}
 
 	// Second run: nothing to do, exit 0, markdown says so.
-	out, errOut, code = runResolveCLI(t, "pin", "--digests", lock, "-o", "markdown", dir)
+	out, errOut, code = runCLI(t, "pin", "--digests", lock, "-o", "markdown", dir)
 	if code != 0 || !strings.Contains(out, "No pin changed.") {
 		t.Errorf("second run: exit %d, %q, %s", code, out, errOut)
 	}
@@ -90,7 +90,7 @@ func TestPinCommand(t *testing.T) {
 		{"pin", "--digests", lock, "--bump", "huge", dir},
 		{"pin", "--digests", lock, "--set-tag", "nowhere=1.1", dir},
 	} {
-		if _, errOut, code := runResolveCLI(t, args...); code != 2 {
+		if _, errOut, code := runCLI(t, args...); code != 2 {
 			t.Errorf("%v: exit %d (%s), want 2", args, code, errOut)
 		}
 	}
@@ -109,7 +109,7 @@ func TestPinCommandConfigFromWorkingDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Chdir(wd)
-	_, errOut, code := runResolveCLI(t, "--insecure-registry", reg.Host, "pin")
+	_, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin")
 	if code != 1 || !strings.Contains(errOut, "values.yaml:5 (image.digest)") || !strings.Contains(errOut, "linux/s390x") || !strings.Contains(errOut, want) {
 		t.Errorf("exit %d, stderr %s", code, errOut)
 	}

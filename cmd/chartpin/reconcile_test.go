@@ -39,7 +39,7 @@ func TestReconcileUsage(t *testing.T) {
 		{"bad output", []string{"reconcile", "--targets", good, "-o", "yaml"}, "--output"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, errOut, code := runResolveCLI(t, tc.args...)
+			_, errOut, code := runCLI(t, tc.args...)
 			if code != 2 || !strings.Contains(errOut, tc.want) {
 				t.Errorf("exit %d, stderr %q; want 2 and %q", code, errOut, tc.want)
 			}
@@ -82,7 +82,7 @@ func TestReconcileAgainstRealAPIServer(t *testing.T) {
 		"reconcile", "--targets", targets, "--kubeconfig", kubeconfig}
 
 	// --dry-run: decisions printed, nothing written.
-	out, errOut, code := runResolveCLI(t, append(base, "--dry-run")...)
+	out, errOut, code := runCLI(t, append(base, "--dry-run")...)
 	if code != 0 {
 		t.Fatalf("dry run: exit %d: %s", code, errOut)
 	}
@@ -98,7 +98,7 @@ func TestReconcileAgainstRealAPIServer(t *testing.T) {
 	}
 
 	// A real tick: skips are counted on the workloads (patch allowed by the chart's Roles).
-	out, errOut, code = runResolveCLI(t, append(base, "-o", "json")...)
+	out, errOut, code = runCLI(t, append(base, "-o", "json")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -115,7 +115,7 @@ func TestReconcileAgainstRealAPIServer(t *testing.T) {
 	}
 
 	// Past --max-skips the tick fails (exit 1) and tells the operator what to run.
-	_, errOut, code = runResolveCLI(t, append(base, "--max-skips", "1")...)
+	_, errOut, code = runCLI(t, append(base, "--max-skips", "1")...)
 	if code != 1 || !strings.Contains(errOut, "skipped 2 ticks in a row (--max-skips 1)") || !strings.Contains(errOut, "kubectl -n node-agents rollout status daemonset/rel-resource-monitor") {
 		t.Errorf("exit %d, stderr:\n%s", code, errOut)
 	}

@@ -1,31 +1,16 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/pullrequest/fakegithub"
 )
 
 const releaseToken = "ghs_cli-release-token"
-
-func runReleaseCLI(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	var out bytes.Buffer
-	app := newApp()
-	app.Writer, app.ErrWriter = &out, &out
-	err := app.RunContext(context.Background(), append([]string{"chartpin"}, args...))
-	if err != nil {
-		out.WriteString("error: " + err.Error() + "\n")
-	}
-	return failure.Code(err), out.String()
-}
 
 func gitCLI(t *testing.T, dir string, args ...string) string {
 	t.Helper()
@@ -86,12 +71,12 @@ func TestReleaseCommand(t *testing.T) {
 	args := []string{"release", "--digests", lock, "--github-api", gh.URL, "--repo", "acme/charts", "--label", "release", "charts/app"}
 
 	t.Setenv("GITHUB_TOKEN", "")
-	if code, out := runReleaseCLI(t, args...); code != 2 || !strings.Contains(out, "GITHUB_TOKEN is not set") {
+	if code, out := runCombined(t, args...); code != 2 || !strings.Contains(out, "GITHUB_TOKEN is not set") {
 		t.Fatalf("without a token: exit %d\n%s", code, out)
 	}
 	t.Setenv("GITHUB_TOKEN", releaseToken)
 
-	code, out := runReleaseCLI(t, append([]string{"release", "--dry-run"}, args[1:]...)...)
+	code, out := runCombined(t, append([]string{"release", "--dry-run"}, args[1:]...)...)
 	if code != 0 || !strings.Contains(out, "would open a pull request") || !strings.Contains(out, "+  digest: \"sha256:abab") {
 		t.Fatalf("dry run: exit %d\n%s", code, out)
 	}
@@ -99,7 +84,7 @@ func TestReleaseCommand(t *testing.T) {
 		t.Fatal("dry run pushed")
 	}
 
-	code, out = runReleaseCLI(t, args...)
+	code, out = runCombined(t, args...)
 	if code != 0 || !strings.Contains(out, "pushed chartpin/pins") || !strings.Contains(out, "pull request #1 created: https://github.com/acme/charts/pull/1") {
 		t.Fatalf("release: exit %d\n%s", code, out)
 	}
@@ -115,7 +100,7 @@ func TestReleaseCommand(t *testing.T) {
 	}
 
 	gh.Reset()
-	code, out = runReleaseCLI(t, args...)
+	code, out = runCombined(t, args...)
 	if code != 0 || !strings.Contains(out, "already up to date on the remote: not pushed") || !strings.Contains(out, "pull request #1 unchanged") {
 		t.Fatalf("re-run: exit %d\n%s", code, out)
 	}
@@ -123,10 +108,10 @@ func TestReleaseCommand(t *testing.T) {
 		t.Fatalf("re-run made %d GitHub calls, want 1: %v", n, gh.Sequence())
 	}
 
-	if code, out := runReleaseCLI(t, "release", "--committer", "nobody", "charts/app"); code != 2 || !strings.Contains(out, "NAME <EMAIL>") {
+	if code, out := runCombined(t, "release", "--committer", "nobody", "charts/app"); code != 2 || !strings.Contains(out, "NAME <EMAIL>") {
 		t.Fatalf("bad committer: exit %d\n%s", code, out)
 	}
-	if code, out := runReleaseCLI(t, "release", "--repo", "justone", "charts/app"); code != 2 || !strings.Contains(out, "OWNER/NAME") {
+	if code, out := runCombined(t, "release", "--repo", "justone", "charts/app"); code != 2 || !strings.Contains(out, "OWNER/NAME") {
 		t.Fatalf("bad --repo: exit %d\n%s", code, out)
 	}
 }
@@ -135,11 +120,11 @@ func TestPublishCommand(t *testing.T) {
 	work, _, _ := releaseRepo(t)
 	chart := filepath.Join(work, "charts/app")
 	repo := filepath.Join(t.TempDir(), "repo")
-	code, out := runReleaseCLI(t, "publish", "--index-dir", repo, "--base-url", "https://charts.example.com", chart)
+	code, out := runCombined(t, "publish", "--index-dir", repo, "--base-url", "https://charts.example.com", chart)
 	if code != 0 || !strings.Contains(out, "app 0.3.0 (stable), app-0.3.0.tgz sha256:") || !strings.Contains(out, "added (1 entries)") {
 		t.Fatalf("publish: exit %d\n%s", code, out)
 	}
-	code, out = runReleaseCLI(t, "publish", "--index-dir", repo, "-o", "json", chart)
+	code, out = runCombined(t, "publish", "--index-dir", repo, "-o", "json", chart)
 	if code != 0 || !strings.Contains(out, `"action": "unchanged"`) {
 		t.Fatalf("re-publish: exit %d\n%s", code, out)
 	}
@@ -154,12 +139,12 @@ func TestPublishCommand(t *testing.T) {
 		{[]string{"publish", "--index-dir", repo, "--sign", chart}, 2, "--sign needs --key"},
 		{[]string{"publish", "--oci", "ghcr.io/x", chart}, 2, "want oci://HOST/PATH"},
 	} {
-		if code, out := runReleaseCLI(t, tc.args...); code != tc.code || !strings.Contains(out, tc.want) {
+		if code, out := runCombined(t, tc.args...); code != tc.code || !strings.Contains(out, tc.want) {
 			t.Errorf("%v: exit %d\n%s", tc.args, code, out)
 		}
 	}
 	os.WriteFile(filepath.Join(chart, "values.yaml"), []byte("image:\n  repository: registry.example.com/team/app\n  tag: \"2.2\"\n  digest: \"\"\n"), 0o644)
-	if code, out := runReleaseCLI(t, "publish", "--index-dir", repo, chart); code != 1 || !strings.Contains(out, "never overwrites") {
+	if code, out := runCombined(t, "publish", "--index-dir", repo, chart); code != 1 || !strings.Contains(out, "never overwrites") {
 		t.Fatalf("overwrite: exit %d\n%s", code, out)
 	}
 }

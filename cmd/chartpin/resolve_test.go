@@ -1,37 +1,21 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/resolver"
 )
-
-// runResolveCLI runs chartpin with args and returns stdout, stderr and the exit status.
-func runResolveCLI(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	app := newApp()
-	app.Writer, app.ErrWriter = &stdout, &stderr
-	err := app.RunContext(context.Background(), append([]string{"chartpin"}, args...))
-	if err != nil {
-		stderr.WriteString("chartpin: " + err.Error() + "\n")
-	}
-	return stdout.String(), stderr.String(), failure.Code(err)
-}
 
 func TestResolveTextOutput(t *testing.T) {
 	reg := registrytest.New(t)
 	multi := reg.PushIndex(t, "app", "1", "linux/amd64", "linux/arm64")
 	single := reg.PushImage(t, "tool", "2")
-	out, errOut, code := runResolveCLI(t, "--insecure-registry", reg.Host, "resolve", reg.Host+"/app:1", reg.Host+"/tool:2")
+	out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "resolve", reg.Host+"/app:1", reg.Host+"/tool:2")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -57,7 +41,7 @@ func TestResolveJSONCountsRequests(t *testing.T) {
 	ref := reg.Host + "/app:1"
 	// Environment bindings work like the flags.
 	t.Setenv("CHARTPIN_INSECURE_REGISTRY", reg.Host)
-	out, errOut, code := runResolveCLI(t, "resolve", "-o", "json", ref, ref, reg.Host+"/app:latest", ref)
+	out, errOut, code := runCLI(t, "resolve", "-o", "json", ref, ref, reg.Host+"/app:latest", ref)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -96,7 +80,7 @@ func TestResolvePlatforms(t *testing.T) {
 		{[]string{"--platforms", "linux/amd64,linux/arm64", reg.Host + "/both:1"}, 0, ""},
 		{[]string{"--platforms", "linux/amd64", reg.Host + "/single:1"}, 1, "single-arch"},
 	} {
-		out, errOut, code := runResolveCLI(t, append(base, c.args...)...)
+		out, errOut, code := runCLI(t, append(base, c.args...)...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errOut, c.code, c.want)
 		}
@@ -122,7 +106,7 @@ func TestResolveExitStatuses(t *testing.T) {
 		{[]string{"--insecure-registry", reg.Host, "resolve", reg.Host + "/app:nope"}, 1, reg.Host + "/app:nope: image not found"},
 		{[]string{"resolve", reg.Host + "/app:1"}, 1, "--insecure-registry " + reg.Host},
 	} {
-		_, errOut, code := runResolveCLI(t, c.args...)
+		_, errOut, code := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errOut, c.code, c.want)
 		}
@@ -134,7 +118,7 @@ func TestResolveWriteThenReadDigests(t *testing.T) {
 	multi := reg.PushIndex(t, "app", "1", "linux/amd64", "linux/arm64")
 	lock := filepath.Join(t.TempDir(), "digests.yaml")
 	ref := reg.Host + "/app:1"
-	if _, errOut, code := runResolveCLI(t, "--insecure-registry", reg.Host, "resolve", "--write-digests", lock, ref); code != 0 {
+	if _, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "resolve", "--write-digests", lock, ref); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	data, err := os.ReadFile(lock)
@@ -142,18 +126,18 @@ func TestResolveWriteThenReadDigests(t *testing.T) {
 		t.Fatalf("lock file %q, %v", data, err)
 	}
 	reg.Server.Close() // offline means offline
-	out, errOut, code := runResolveCLI(t, "resolve", "--digests", lock, "-o", "json", "--platforms", "linux/arm64", ref)
+	out, errOut, code := runCLI(t, "resolve", "--digests", lock, "-o", "json", "--platforms", "linux/arm64", ref)
 	if code != 0 || !strings.Contains(out, multi) || !strings.Contains(out, `"offline": true`) || !strings.Contains(out, `"head": 0`) {
 		t.Fatalf("offline: exit %d, %s\n%s", code, errOut, out)
 	}
-	_, errOut, code = runResolveCLI(t, "resolve", "--digests", lock, reg.Host+"/app:2")
+	_, errOut, code = runCLI(t, "resolve", "--digests", lock, reg.Host+"/app:2")
 	if code != 1 || !strings.Contains(errOut, reg.Host+"/app:2: not in digest lock file") {
 		t.Errorf("missing entry: exit %d, %s", code, errOut)
 	}
 	if err := os.WriteFile(lock, []byte("x/y:1: nope\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, errOut, code = runResolveCLI(t, "resolve", "--digests", lock, "x/y:1")
+	_, errOut, code = runCLI(t, "resolve", "--digests", lock, "x/y:1")
 	if code != 2 || !strings.Contains(errOut, lock+":1:") {
 		t.Errorf("bad lock file: exit %d, %s", code, errOut)
 	}
@@ -163,7 +147,7 @@ func TestResolveFailedRunWritesNoLock(t *testing.T) {
 	reg := registrytest.New(t)
 	reg.PushIndex(t, "app", "1", "linux/amd64")
 	lock := filepath.Join(t.TempDir(), "digests.yaml")
-	_, _, code := runResolveCLI(t, "--insecure-registry", reg.Host, "resolve", "--write-digests", lock, "--platforms", "linux/arm64", reg.Host+"/app:1")
+	_, _, code := runCLI(t, "--insecure-registry", reg.Host, "resolve", "--write-digests", lock, "--platforms", "linux/arm64", reg.Host+"/app:1")
 	if _, err := os.Stat(lock); code != 1 || !os.IsNotExist(err) {
 		t.Errorf("exit %d, lock file stat: %v; want exit 1 and no file", code, err)
 	}
@@ -175,7 +159,7 @@ func TestResolveThroughMirror(t *testing.T) {
 	origin.PushIndex(t, "app", "1", "linux/amd64")
 	want := mirror.PushIndex(t, "app", "1", "linux/amd64")
 	origin.Reset()
-	out, errOut, code := runResolveCLI(t, "--insecure-registry", origin.Host, "--insecure-registry", mirror.Host,
+	out, errOut, code := runCLI(t, "--insecure-registry", origin.Host, "--insecure-registry", mirror.Host,
 		"--registry-mirror", origin.Host+"="+mirror.Host, "resolve", origin.Host+"/app:1")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -195,13 +179,13 @@ func TestResolveRegistryAuthNeverPrinted(t *testing.T) {
 	want := reg.PushIndex(t, "app", "1", "linux/amd64")
 	t.Setenv("DOCKER_CONFIG", t.TempDir())
 	t.Setenv("CHARTPIN_REGISTRY_AUTH", user+":wrong-"+secret)
-	_, errOut, code := runResolveCLI(t, "-v", "--insecure-registry", reg.Host, "resolve", reg.Host+"/app:1")
+	_, errOut, code := runCLI(t, "-v", "--insecure-registry", reg.Host, "resolve", reg.Host+"/app:1")
 	if code != 1 || !strings.Contains(errOut, "registry refused credentials") {
 		t.Errorf("wrong password: exit %d, %s", code, errOut)
 	}
 	leaks := errOut
 	t.Setenv("CHARTPIN_REGISTRY_AUTH", user+":"+secret)
-	out, errOut, code := runResolveCLI(t, "-v", "--insecure-registry", reg.Host, "resolve", "-o", "json", reg.Host+"/app:1")
+	out, errOut, code := runCLI(t, "-v", "--insecure-registry", reg.Host, "resolve", "-o", "json", reg.Host+"/app:1")
 	if code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("right password: exit %d, %s", code, errOut)
 	}
@@ -214,15 +198,15 @@ func TestResolveRegistryAuthNeverPrinted(t *testing.T) {
 	}
 	// Scoped to the registry: the same password, offered to that host only.
 	t.Setenv("CHARTPIN_REGISTRY_AUTH", reg.Host+"="+user+":"+secret)
-	if out, errOut, code := runResolveCLI(t, "--insecure-registry", reg.Host, "resolve", reg.Host+"/app:1"); code != 0 || !strings.Contains(out, want) {
+	if out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "resolve", reg.Host+"/app:1"); code != 0 || !strings.Contains(out, want) {
 		t.Errorf("HOST=user:password: exit %d, %s", code, errOut)
 	}
 	t.Setenv("CHARTPIN_REGISTRY_AUTH", "other.example="+user+":"+secret)
-	if _, errOut, code := runResolveCLI(t, "--insecure-registry", reg.Host, "resolve", reg.Host+"/app:1"); code != 1 || !strings.Contains(errOut, "registry refused credentials") {
+	if _, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "resolve", reg.Host+"/app:1"); code != 1 || !strings.Contains(errOut, "registry refused credentials") {
 		t.Errorf("credentials for another host must not be offered: exit %d, %s", code, errOut)
 	}
 	t.Setenv("CHARTPIN_REGISTRY_AUTH", secret) // no colon
-	_, errOut, code = runResolveCLI(t, "resolve", "x/y:1")
+	_, errOut, code = runCLI(t, "resolve", "x/y:1")
 	if code != 2 || strings.Contains(errOut, secret) {
 		t.Errorf("malformed CHARTPIN_REGISTRY_AUTH: exit %d, %s", code, errOut)
 	}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+
+	"github.com/chartpin/chartpin/internal/failure"
+)
+
+// runCLI runs chartpin with args as main does and returns stdout, stderr
+// (with main's error line) and the exit status.
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := runTo(&stdout, &stderr, args)
+	return stdout.String(), stderr.String(), code
+}
+
+// runCombined is runCLI with stdout and stderr in one stream, as a terminal shows them.
+func runCombined(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out bytes.Buffer
+	code := runTo(&out, &out, args)
+	return code, out.String()
+}
+
+func runTo(stdout, stderr io.Writer, args []string) int {
+	app := newApp()
+	app.Writer, app.ErrWriter = stdout, stderr
+	err := app.RunContext(context.Background(), append([]string{"chartpin"}, args...))
+	if err != nil {
+		io.WriteString(stderr, "chartpin: "+err.Error()+"\n")
+	}
+	return failure.Code(err)
+}
