@@ -1,10 +1,11 @@
 // Package config reads chartpin.yaml: which charts chartpin pins, which images
-// in each chart, and how. Parsing is strict: an unknown key, a bad value or a
-// malformed range is an input error naming chartpin.yaml:line, never ignored.
+// in each chart, and how. The file is parsed by yamledit.Parse, like every
+// YAML file chartpin reads, and validated strictly: an unknown key, a bad
+// value or a malformed range is an input error naming chartpin.yaml:line,
+// never ignored.
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/yamledit"
 )
 
 // FileName is the config file chartpin looks for in the working directory.
@@ -206,19 +208,19 @@ func (p parser) errf(n *yaml.Node, format string, args ...any) error {
 }
 
 func (p parser) file(data []byte) (*File, error) {
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%s: malformed YAML: %w", p.path, err)
+	// yamledit.Parse refuses malformed YAML (in any document), duplicate
+	// keys and invalid UTF-8, naming file:line.
+	y, err := yamledit.Parse(p.path, data)
+	if err != nil {
+		return nil, err
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, p.errf(&extra, "a second YAML document; chartpin.yaml holds one")
+	if len(y.Docs) > 1 {
+		return nil, p.errf(y.Docs[1], "a second YAML document; chartpin.yaml holds one")
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+	if len(y.Docs) == 0 || len(y.Docs[0].Content) == 0 {
 		return nil, fmt.Errorf("%s: empty config; it needs a charts: list", p.path)
 	}
-	root := doc.Content[0]
+	root := y.Docs[0].Content[0]
 	f := &File{Path: p.path}
 	fields, err := p.mapping(root, "charts")
 	if err != nil {
@@ -246,23 +248,18 @@ func (p parser) file(data []byte) (*File, error) {
 	return f, nil
 }
 
-// mapping checks that n is a mapping with only the allowed keys, no
-// duplicates, and returns the values by key.
+// mapping checks that n is a mapping with only the allowed keys and returns
+// the values by key (yamledit.Parse has refused duplicate keys).
 func (p parser) mapping(n *yaml.Node, allowed ...string) (map[string]*yaml.Node, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, p.errf(n, "expected a mapping with keys %s", strings.Join(allowed, ", "))
 	}
 	out := map[string]*yaml.Node{}
-	lines := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if !contains(allowed, k.Value) {
 			return nil, p.errf(k, "unknown key %q (allowed: %s)", k.Value, strings.Join(allowed, ", "))
 		}
-		if l, dup := lines[k.Value]; dup {
-			return nil, p.errf(k, "duplicate key %q (first at line %d)", k.Value, l)
-		}
-		lines[k.Value] = k.Line
 		out[k.Value] = v
 	}
 	return out, nil

@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/yamledit"
 )
 
 const full = `charts:
@@ -100,7 +101,9 @@ func TestLoadErrors(t *testing.T) {
 		{"no dir", "charts:\n  - bump: patch\n", ":2: chart entry without dir:"},
 		{"no charts", "foo: 1\n", "unknown key \"foo\""},
 		{"empty charts", "charts: []\n", ":1: charts: must be a non-empty list"},
-		{"duplicate key", "charts:\n  - dir: a\n    dir: b\n", ":3: duplicate key \"dir\" (first at line 2)"},
+		{"duplicate key", "charts:\n  - dir: a\n    dir: b\n", ":3: mapping key \"dir\" already defined at line 2"},
+		{"duplicate image key", "charts:\n  - dir: a\n    images:\n      - at: x\n        at: y\n", ":5: mapping key \"at\" already defined at line 4"},
+		{"duplicate unknown key", "charts:\n  - dir: a\n    foo: 1\n    foo: 2\n", ":4: mapping key \"foo\" already defined at line 3"},
 		{"duplicate image", "charts:\n  - dir: a\n    images:\n      - at: x\n      - at: x\n", ":5: image x with pin \"\" is already configured at line 4"},
 		{"same image, two pins", "charts:\n  - dir: a\n    images:\n      - at: x\n        pin: digest\n      - at: x\n        pin: digestChroot\n      - at: x\n        pin: digest\n", ":8: image x with pin \"digest\" is already configured at line 4"},
 		{"follows unknown", "charts:\n  - dir: a\n    images:\n      - at: x\n        follows: y\n", ":4: image x: follows y: no image is configured"},
@@ -110,7 +113,15 @@ func TestLoadErrors(t *testing.T) {
 		{"bad path", "charts:\n  - dir: a\n    images:\n      - at: \"images..x\"\n", ":4: at: \"images..x\" is not a dotted values path"},
 		{"ack without reason", "charts:\n  - dir: a\n    acknowledge:\n      - at: x\n        digest: sha256:0000000000000000000000000000000000000000000000000000000000000001\n        until: 2027-01-31\n", ":4: acknowledge entry without reason:"},
 		{"ack bad date", "charts:\n  - dir: a\n    acknowledge:\n      - at: x\n        digest: sha256:0000000000000000000000000000000000000000000000000000000000000001\n        until: soon\n        reason: r\n", ":6: until: \"soon\" is not a date"},
-		{"malformed", "charts:\n  - dir: a\n   bad: [\n", "malformed YAML"},
+		{"malformed", "charts:\n  - dir: a\n   bad: [\n", ":1: parsing yaml: did not find expected '-' indicator"},
+		{"empty", "", ": empty config; it needs a charts: list"},
+		{"comments only", "# nothing yet\n", ": empty config; it needs a charts: list"},
+		{"second document", "charts:\n  - dir: a\n---\ncharts:\n  - dir: b\n", ":3: a second YAML document"},
+		{"empty second document", "charts:\n  - dir: a\n---\n", ":3: a second YAML document"},
+		// yaml.v3 alone read only the first document and let this one by.
+		{"malformed second document", "charts:\n  - dir: a\n---\n  bad: [\n", ":4: parsing yaml:"},
+		{"invalid UTF-8", "charts:\n  - dir: a\xff\n", ":2: not valid UTF-8"},
+		{"UTF-16", "\xff\xfec\x00h\x00a\x00r\x00t\x00s\x00:\x00 \x00[\x00]\x00\n\x00", ":1: not valid UTF-8"},
 		{"two dirs", "charts:\n  - dir: a\n  - dir: ./a\n", ":3: chart dir"},
 	}
 	for _, tc := range cases {
@@ -170,26 +181,12 @@ func TestWhen(t *testing.T) {
   nul: null
   list: [1]
 `
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(values), &doc); err != nil {
+	f, err := yamledit.Parse("values.yaml", []byte(values))
+	if err != nil {
 		t.Fatal(err)
 	}
-	get := func(path string) (*yaml.Node, error) {
-		n := doc.Content[0]
-		for _, k := range strings.Split(path, ".") {
-			var next *yaml.Node
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == k {
-					next = n.Content[i+1]
-				}
-			}
-			if next == nil {
-				return nil, os.ErrNotExist
-			}
-			n = next
-		}
-		return n, nil
-	}
+	// The lookup pin evaluates conditions with.
+	get := func(path string) (*yaml.Node, error) { return yamledit.LookupNode(f.Docs[0].Content[0], path) }
 	cases := []struct {
 		cond    string
 		want    bool
