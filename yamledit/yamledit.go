@@ -178,7 +178,7 @@ func (f *File) index(n *yaml.Node, doc int, path string, flow, isKey bool) error
 				}
 				seen[k.Value] = k
 			}
-			p := join(path, keyName(k))
+			p := Join(path, keyName(k))
 			if err := f.index(k, doc, p, inner, true); err != nil {
 				return err
 			}
@@ -202,9 +202,9 @@ func keyName(k *yaml.Node) string {
 	return fmt.Sprintf("?%d:%d", k.Line, k.Column) // a complex key: not addressable
 }
 
-// join appends key to a dotted path, quoting keys that would not survive
-// splitting.
-func join(path, key string) string {
+// Join appends one mapping key to a path, quoting a key that is empty or
+// holds . [ ] " or \, so the result is a path Lookup and LookupNode read back.
+func Join(path, key string) string {
 	seg := key
 	if key == "" || strings.ContainsAny(key, `.[]"\`) {
 		seg = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
@@ -513,7 +513,7 @@ func render(segs []segment) string {
 		if s.index >= 0 {
 			p += fmt.Sprintf("[%d]", s.index)
 		} else {
-			p = join(p, s.key)
+			p = Join(p, s.key)
 		}
 	}
 	return p

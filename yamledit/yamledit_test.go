@@ -214,3 +214,37 @@ scalar: 3
 		}
 	}
 }
+
+func TestJoin(t *testing.T) {
+	in := "top:\n  plain: 1\n  \"app.kubernetes.io\": 2\n  \"x[0]\": 3\n  'say \"hi\"': 4\n  'back\\slash': 5\n  \"\": 6\n  with space: 7\n"
+	f, err := Parse("values.yaml", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := f.Docs[0].Content[0]
+	for key, want := range map[string]string{
+		"plain":             "top.plain",
+		"app.kubernetes.io": `top."app.kubernetes.io"`,
+		"x[0]":              `top."x[0]"`,
+		`say "hi"`:          `top."say \"hi\""`,
+		`back\slash`:        `top."back\\slash"`,
+		"":                  `top.""`,
+		"with space":        "top.with space",
+	} {
+		p := Join("top", key)
+		if p != want {
+			t.Errorf("Join(top, %q) = %s, want %s", key, p, want)
+		}
+		n, err := LookupNode(root, p)
+		if err != nil {
+			t.Errorf("LookupNode(%s): %v", p, err)
+			continue
+		}
+		if k := f.Path(n); k != p {
+			t.Errorf("LookupNode(%s) found the value at %s", p, k)
+		}
+	}
+	if got := Join("", "a.b"); got != `"a.b"` {
+		t.Errorf(`Join("", a.b) = %s`, got)
+	}
+}
