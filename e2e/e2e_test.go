@@ -98,7 +98,7 @@ type world struct {
 	noCluster string                           // why kube is nil: the in-memory fallback
 	memory    map[string]*action.Configuration // fallback release stores per namespace
 	api       *apiProxy
-	ctl       *controllers
+	ctl       *kubetest.Controllers
 	admin     kubernetes.Interface
 }
 
@@ -377,10 +377,10 @@ func TestReleasePath(t *testing.T) {
 			s.fatalf("dry run with --allow-prerelease: %+v, %v; want would-upgrade to %s (the prerelease must be visible for the next check to mean anything)", dry, err, prereleaseVersion)
 		}
 		w.api.reset()
-		if err := w.ctl.waitObserved(w.ctx); err != nil {
+		if err := w.ctl.WaitObserved(w.ctx); err != nil {
 			s.fatalf("%v", err)
 		}
-		rolledBefore := w.ctl.rollouts()
+		rolledBefore := w.ctl.Rollouts()
 		start = time.Now()
 		res, err = w.upgrade(devNS, devUpgradeTkn, upgrade.Options{OCI: "oci://" + w.host + "/charts", PlainHTTP: true})
 		devTime, devCalls := time.Since(start), w.api.reset()
@@ -402,7 +402,7 @@ func TestReleasePath(t *testing.T) {
 		if !strings.Contains(devRel.Manifest, "--rollout-timeout=1m") {
 			s.fatalf("user-supplied reconcile.rolloutTimeout did not survive into the dev render")
 		}
-		if err := w.ctl.waitObserved(w.ctx); err != nil {
+		if err := w.ctl.WaitObserved(w.ctx); err != nil {
 			s.fatalf("%v", err)
 		}
 		if _, ok := dc["reconcile"]; !ok {
@@ -410,7 +410,7 @@ func TestReleasePath(t *testing.T) {
 		}
 		// No dev pod template changed (pod templates carry no chart version),
 		// so the upgrade rolled no dev workload.
-		if n := w.ctl.rollouts() - rolledBefore; n != 0 {
+		if n := w.ctl.Rollouts() - rolledBefore; n != 0 {
 			s.fatalf("the dev upgrade rolled %d workloads; only the CronJobs' pins changed", n)
 		}
 		cluster := "Helm's in-memory release store and a printing kube client (NO API SERVER)"
@@ -419,7 +419,7 @@ func TestReleasePath(t *testing.T) {
 		}
 		return fmt.Sprintf("%s; prod %s→%s via index in %s (API %v), next tick up-to-date (API %v); dev %s→%s via OCI in %s (API %v), prerelease %s listed but not taken; stand-in rollouts %d",
 			cluster, previousVersion, releasedVersion, prodTime.Round(time.Millisecond), byMethod(prodCalls), byMethod(againCalls),
-			previousVersion, releasedVersion, devTime.Round(time.Millisecond), byMethod(devCalls), prereleaseVersion, w.ctl.rollouts())
+			previousVersion, releasedVersion, devTime.Round(time.Millisecond), byMethod(devCalls), prereleaseVersion, w.ctl.Rollouts())
 	})
 
 	w.step("5 reconcile", func(s *step) string {
@@ -495,7 +495,7 @@ func TestReleasePath(t *testing.T) {
 			firstTime.Round(time.Millisecond), old, fresh, res.Patched, byMethod(calls), stats)
 
 		// Second tick, once the rollouts settled: reads only.
-		if err := w.ctl.waitObserved(w.ctx); err != nil {
+		if err := w.ctl.WaitObserved(w.ctx); err != nil {
 			s.fatalf("%v", err)
 		}
 		w.api.reset()
@@ -759,8 +759,8 @@ func (w *world) startCluster(s *step) {
 			s.fatalf("namespace %s: %v", ns, err)
 		}
 	}
-	w.ctl = &controllers{c: w.admin, namespaces: []string{prodNS, devNS}, pull: w.pull}
-	w.t.Cleanup(w.ctl.run())
+	w.ctl = &kubetest.Controllers{Client: w.admin, Namespaces: []string{prodNS, devNS}, Pull: w.pull}
+	w.t.Cleanup(w.ctl.Run())
 }
 
 // install is `helm install edge example-0.1.0.tgz -n NS -f values.yaml
@@ -776,7 +776,7 @@ func (w *world) install(s *step, ns string, vals map[string]any) {
 	in.ReleaseName, in.Namespace = relName, ns
 	in.Wait, in.Timeout = true, workloadTimeout
 	if _, err := in.Run(ch, vals); err != nil {
-		s.fatalf("installing %s %s in %s: %v (%v)", chartName, previousVersion, ns, err, w.ctl.err())
+		s.fatalf("installing %s %s in %s: %v (%v)", chartName, previousVersion, ns, err, w.ctl.Err())
 	}
 }
 
@@ -858,8 +858,8 @@ func (w *world) tick(f *reconcile.File) (*reconcile.Result, resolver.Stats, erro
 	ctx, cancel := context.WithTimeout(w.ctx, 2*workloadTimeout)
 	defer cancel()
 	out, err := r.Tick(ctx, f)
-	if err == nil && w.ctl.err() != nil {
-		err = w.ctl.err()
+	if err == nil && w.ctl.Err() != nil {
+		err = w.ctl.Err()
 	}
 	return out, res.Stats(), err
 }
