@@ -2,13 +2,11 @@ package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -216,13 +214,23 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Pods run the previous build; every workload is settled.
-	ctl := &fakeControllers{t: t, c: admin, keys: chartWorkloads}
-	ctl.settle(ctx, func(image string) string {
-		repo := strings.TrimPrefix(repository(image), "docker.io/")
-		return "docker.io/" + repo + "@" + old[repo]
-	})
-	stop := ctl.run()
+	// The other workloads' images are in the registry too.
+	old["library/nginx"] = reg.PushIndex(t, "library/nginx", "1.27", "linux/amd64")
+	old["library/postgres"] = reg.PushIndex(t, "library/postgres", "17", "linux/amd64")
+	// Pods run the previous build (a tag pulls it); every workload is settled.
+	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns, agentsNs}, Pull: func(image string) (string, error) {
+		if _, d, ok := strings.Cut(image, "@"); ok {
+			return d, nil // pulled by digest
+		}
+		if d, ok := old[strings.TrimPrefix(repository(image), "docker.io/")]; ok {
+			return d, nil
+		}
+		return "", fmt.Errorf("image %s: not in the registry", image)
+	}}
+	if err := ctl.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop := ctl.Run()
 	defer stop()
 
 	counter := &countingTransport{n: map[string]int{}}
@@ -301,7 +309,9 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 	// (Clearing the counter bumped each Deployment's generation, as any
 	// annotation change does; wait for the controller to observe it, as the
 	// 15 minutes between two CronJob ticks would.)
-	ctl.waitObserved(t)
+	if err := ctl.WaitObserved(ctx); err != nil {
+		t.Fatal(err)
+	}
 	res, err = tick()
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +327,7 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 
 	// A new build whose rollout never completes: attempt counted, exit 1.
 	latest["chartpin/resource-monitor"] = reg.PushIndex(t, "chartpin/resource-monitor", "dev", "linux/amd64", "linux/arm64")
-	ctl.stuck.Store(true)
+	ctl.Stuck.Store(true)
 	r, _ := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithMirrors(map[string]string{"docker.io": reg.Host}))
 	rc, _ := New(sa, r, WithPollInterval(20*time.Millisecond), WithRolloutTimeout(300*time.Millisecond))
 	_, err = rc.Tick(ctx, f)
@@ -328,159 +338,10 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 	if ds.Annotations[AttemptsAnnotation] != "1" {
 		t.Errorf("attempt counter %q after a stuck rollout, want 1", ds.Annotations[AttemptsAnnotation])
 	}
-}
-
-// fakeControllers completes rollouts the way the Deployment and DaemonSet
-// controllers and the kubelet would, through the status subresources.
-type fakeControllers struct {
-	t     testing.TB
-	c     kubernetes.Interface
-	keys  []workloadKey
-	stuck atomic.Bool
-}
-
-var chartWorkloads = []workloadKey{
-	{KindDeployment, ns, "rel-jobs-manager"},
-	{KindDeployment, ns, "rel-requests-proxy"},
-	{KindDaemonSet, agentsNs, "rel-resource-monitor"},
-}
-
-// settle creates ready pods for every chart workload running imageID(spec
-// image) and marks each workload fully rolled out.
-func (fc *fakeControllers) settle(ctx context.Context, imageID func(string) string) {
-	for _, k := range fc.keys {
-		w, err := getWorkload(ctx, fc.c, k)
-		if err != nil {
-			fc.t.Fatal(err)
-		}
-		n := 1
-		if k.kind == KindDaemonSet {
-			n = 2 // two nodes
-		}
-		for i := 0; i < n; i++ {
-			p := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: k.namespace, Name: fmt.Sprintf("%s-%d", k.name, i), Labels: w.selector.MatchLabels},
-				Spec:       *w.pod.DeepCopy(),
-			}
-			p, err := fc.c.CoreV1().Pods(k.namespace).Create(ctx, p, metav1.CreateOptions{})
-			if err != nil {
-				fc.t.Fatal(err)
-			}
-			fc.podStatus(ctx, p, w.pod, imageID)
-		}
-		fc.rolledOut(ctx, k, n)
+	if err := ctl.Err(); err != nil {
+		t.Error(err)
 	}
 }
-
-func (fc *fakeControllers) podStatus(ctx context.Context, p *corev1.Pod, spec corev1.PodSpec, imageID func(string) string) {
-	p.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-	}
-	for _, c := range spec.Containers {
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
-			Name: c.Name, Image: c.Image, ImageID: imageID(c.Image), Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
-		})
-	}
-	if _, err := fc.c.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		fc.t.Error(err)
-	}
-}
-
-func (fc *fakeControllers) rolledOut(ctx context.Context, k workloadKey, n int) {
-	switch k.kind {
-	case KindDeployment:
-		d, err := fc.c.AppsV1().Deployments(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
-		if err != nil {
-			fc.t.Error(err)
-			return
-		}
-		r := int32(n)
-		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r}
-		_, err = fc.c.AppsV1().Deployments(k.namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
-		if err != nil {
-			fc.t.Error(err)
-		}
-	case KindDaemonSet:
-		d, err := fc.c.AppsV1().DaemonSets(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
-		if err != nil {
-			fc.t.Error(err)
-			return
-		}
-		r := int32(n)
-		d.Status = appsv1.DaemonSetStatus{ObservedGeneration: d.Generation, DesiredNumberScheduled: r, CurrentNumberScheduled: r, UpdatedNumberScheduled: r, NumberReady: r, NumberAvailable: r}
-		if _, err := fc.c.AppsV1().DaemonSets(k.namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
-			fc.t.Error(err)
-		}
-	}
-}
-
-// run polls the chart's workloads: a new generation gets its pods re-imaged
-// (pulled by digest) and its status rolled out, unless stuck.
-func (fc *fakeControllers) run() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			for _, k := range fc.keys {
-				fc.step(ctx, k)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
-func (fc *fakeControllers) waitObserved(t testing.TB) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, k := range fc.keys {
-		for {
-			w, err := getWorkload(context.Background(), fc.c, k)
-			if err == nil && w.observed >= w.generation {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: controller never observed the last generation (%v)", k, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-}
-
-func (fc *fakeControllers) step(ctx context.Context, k workloadKey) {
-	w, err := getWorkload(ctx, fc.c, k)
-	if err != nil || w.observed >= w.generation {
-		return
-	}
-	if fc.stuck.Load() {
-		// Observed, but no pod updated.
-		if k.kind == KindDaemonSet {
-			d, err := fc.c.AppsV1().DaemonSets(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
-			if err == nil {
-				d.Status.ObservedGeneration, d.Status.UpdatedNumberScheduled = d.Generation, 0
-				_, _ = fc.c.AppsV1().DaemonSets(k.namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
-			}
-		}
-		return
-	}
-	pods, err := fc.c.CoreV1().Pods(k.namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(w.selector)})
-	if err != nil {
-		return
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		fc.podStatus(ctx, p, w.pod, func(image string) string { return image }) // pulled by digest
-	}
-	fc.rolledOut(ctx, k, len(pods.Items))
-}
-
-var _ = json.Marshal
 
 // BenchmarkTick50RealAPIServer is one 50-target tick against a real
 // kube-apiserver (started once, not timed): steady state, and every tag moved
@@ -495,7 +356,6 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 	reg := registrytest.New(b)
 	var sb strings.Builder
 	sb.WriteString("targets:\n")
-	var keys []workloadKey
 	for i := 0; i < 50; i++ {
 		repo := fmt.Sprintf("example/app-%02d", i/2)
 		if i%2 == 0 {
@@ -507,16 +367,22 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 		if _, err := admin.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		keys = append(keys, workloadKey{KindDeployment, ns, name})
 		fmt.Fprintf(&sb, "  - {id: t%02d, kind: Deployment, namespace: %s, name: %s, container: app, image: %q}\n", i, ns, name, reg.Host+"/"+repo+":dev")
 	}
 	f, err := ParseTargets("targets.yaml", []byte(sb.String()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctl := &fakeControllers{t: b, c: admin, keys: keys}
-	ctl.settle(ctx, func(image string) string { return repository(image) + "@sha256:" + strings.Repeat("0", 64) })
-	stop := ctl.run()
+	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns}, Pull: func(image string) (string, error) {
+		if _, d, ok := strings.Cut(image, "@"); ok {
+			return d, nil // pulled by digest
+		}
+		return "sha256:" + strings.Repeat("0", 64), nil // an older build
+	}}
+	if err := ctl.Settle(ctx); err != nil {
+		b.Fatal(err)
+	}
+	stop := ctl.Run()
 	defer stop()
 	counter := &countingTransport{n: map[string]int{}}
 	cfg := srv.Config(kubetest.AdminToken)
@@ -556,7 +422,9 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 			for j := 0; j < 25; j++ { // move every tag
 				reg.PushIndex(b, fmt.Sprintf("example/app-%02d", j), "dev", "linux/amd64")
 			}
-			ctl.waitObserved(b)
+			if err := ctl.WaitObserved(ctx); err != nil {
+				b.Fatal(err)
+			}
 			counter.reset()
 			reg.Reset()
 			b.StartTimer()
@@ -575,7 +443,9 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 	})
 	b.Run("steady", func(b *testing.B) {
 		tick(b) // on the newest digest first (when run alone)
-		ctl.waitObserved(b)
+		if err := ctl.WaitObserved(ctx); err != nil {
+			b.Fatal(err)
+		}
 		calls, heads := map[string]int{}, 0
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
