@@ -2,12 +2,16 @@ package kubetest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 func TestBinaryLookup(t *testing.T) {
@@ -50,4 +54,142 @@ func TestServer(t *testing.T) {
 	if _, err := srv.Client(t, "wrong-token").CoreV1().ConfigMaps("applied").Get(ctx, "c", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Errorf("unknown token: %v, want Unauthorized", err)
 	}
+	t.Run("controllers", func(t *testing.T) { testControllers(t, admin) })
+}
+
+// The stand-in controllers roll each workload kind to ready pods reporting
+// the digest their tag named at pull time, replace a changed template's
+// pods, stay stuck when told to, and report what they could not pull.
+func testControllers(t *testing.T, c kubernetes.Interface) {
+	ctx := context.Background()
+	const ns = "workloads"
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	digests := map[string]string{"reg.example/app:1": "sha256:" + strings.Repeat("1", 64), "reg.example/app:2": "sha256:" + strings.Repeat("2", 64)}
+	ctl := &Controllers{Client: c, Namespaces: []string{ns}, Pull: func(image string) (string, error) {
+		if d, ok := digests[image]; ok {
+			return d, nil
+		}
+		return "", fmt.Errorf("image %s: not in the registry", image)
+	}}
+	two := int32(2)
+	tpl := func(name, image string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: image}}}}
+	}
+	sel := func(name string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}
+	}
+	mustNil := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustNil(c.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d"},
+		Spec: appsv1.DeploymentSpec{Replicas: &two, Selector: sel("d"), Template: tpl("d", "reg.example/app:1")}}, metav1.CreateOptions{}))
+	mustNil(c.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "ds"},
+		Spec: appsv1.DaemonSetSpec{Selector: sel("ds"), Template: tpl("ds", "reg.example/app:1")}}, metav1.CreateOptions{}))
+	mustNil(c.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "st"},
+		Spec: appsv1.StatefulSetSpec{Selector: sel("st"), Template: tpl("st", "reg.example/app:1")}}, metav1.CreateOptions{}))
+	if err := ctl.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := ctl.Rollouts(); n != 3 {
+		t.Errorf("rollouts %d, want 3", n)
+	}
+	// imageIDs of the ready pods of app, sorted by pod name.
+	running := func(app string) []string {
+		t.Helper()
+		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range pods.Items {
+			if len(p.Status.ContainerStatuses) != 1 || p.Status.Conditions[0].Status != corev1.ConditionTrue {
+				t.Fatalf("pod %s status %+v, want ready with one container", p.Name, p.Status)
+			}
+			out = append(out, p.Status.ContainerStatuses[0].ImageID)
+		}
+		return out
+	}
+	v1 := "reg.example/app@" + digests["reg.example/app:1"]
+	for app, n := range map[string]int{"d": 2, "ds": 2, "st": 1} {
+		if got := running(app); fmt.Sprint(got) != fmt.Sprint(repeat(v1, n)) {
+			t.Errorf("%s pods run %v, want %d× %s", app, got, n, v1)
+		}
+	}
+	d, err := c.AppsV1().Deployments(ns).Get(ctx, "d", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Status; s.ObservedGeneration != d.Generation || s.UpdatedReplicas != 2 || s.ReadyReplicas != 2 || s.AvailableReplicas != 2 {
+		t.Errorf("deployment status %+v, want generation %d rolled out to 2", s, d.Generation)
+	}
+	rss, err := c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(rss.Items) != 1 || !metav1.IsControlledBy(&rss.Items[0], d) || rss.Items[0].Status.ReadyReplicas != 2 {
+		t.Fatalf("replicasets %+v, %v; want one of d with 2 ready", rss, err)
+	}
+	firstRS := rss.Items[0].Name
+	st, err := c.AppsV1().StatefulSets(ns).Get(ctx, "st", metav1.GetOptions{})
+	if err != nil || st.Status.ObservedGeneration != st.Generation || st.Status.ReadyReplicas != 1 || st.Status.CurrentRevision != st.Status.UpdateRevision {
+		t.Errorf("statefulset %+v, %v; want rolled out", st.Status, err)
+	}
+
+	// A new tag: the background controllers replace the pods and the ReplicaSet.
+	stop := ctl.Run()
+	defer stop()
+	d.Spec.Template.Spec.Containers[0].Image = "reg.example/app:2"
+	mustNil(c.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}))
+	if err := ctl.WaitObserved(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := running("d"), repeat("reg.example/app@"+digests["reg.example/app:2"], 2); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after the update d runs %v, want %v", got, want)
+	}
+	rss, err = c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(rss.Items) != 1 || rss.Items[0].Name == firstRS {
+		t.Errorf("replicasets after the update %+v, %v; want only a new one", rss, err)
+	}
+
+	// Stuck: observed, no pod updated.
+	ctl.Stuck.Store(true)
+	ds, err := c.AppsV1().DaemonSets(ns).Get(ctx, "ds", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Spec.Template.Spec.Containers[0].Image = "reg.example/app:2"
+	mustNil(c.AppsV1().DaemonSets(ns).Update(ctx, ds, metav1.UpdateOptions{}))
+	if err := ctl.WaitObserved(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ds, err = c.AppsV1().DaemonSets(ns).Get(ctx, "ds", metav1.GetOptions{})
+	if err != nil || ds.Status.UpdatedNumberScheduled != 0 || ds.Status.ObservedGeneration != ds.Generation {
+		t.Errorf("stuck daemonset status %+v, %v; want observed with no pod updated", ds.Status, err)
+	}
+	if got := running("ds"); fmt.Sprint(got) != fmt.Sprint(repeat(v1, 2)) {
+		t.Errorf("stuck daemonset pods run %v, want the old %s", got, v1)
+	}
+	ctl.Stuck.Store(false)
+
+	// An image nothing can pull is an error, not a silent pass.
+	st.Spec.Template.Spec.Containers[0].Image = "reg.example/app:missing"
+	mustNil(c.AppsV1().StatefulSets(ns).Update(ctx, st, metav1.UpdateOptions{}))
+	stop()
+	if err := ctl.Settle(ctx); err == nil || !strings.Contains(err.Error(), "reg.example/app:missing") {
+		t.Errorf("settling an unpullable image: %v", err)
+	}
+	if err := ctl.Err(); err == nil {
+		t.Error("Err() is nil after a failed pull")
+	}
+}
+
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
 }
