@@ -60,7 +60,7 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 	if pn.ShortTag() != "!!null" {
 		value = pn.Value
 	}
-	p := b.base(pinKey, pn)
+	p := b.base(sub(img.At, pinKey), pinKey, pn)
 	p.Format = img.Format
 	if p.Format == "" {
 		p.Format = formatOf(pinKey, value)
@@ -79,7 +79,7 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 		// The digest comes from the followed image; the block's own image is informational.
 		p.Repository, _ = b.repository(img.Repository)
 		if tn, err := yamledit.LookupNode(at, tagKey); err == nil && tn.Kind == yaml.ScalarNode {
-			p.Tag, p.TagPath, p.TagLine, p.TagNode = stripDigest(tn.Value), join(img.At, tagKey), tn.Line, tn
+			p.Tag, p.TagPath, p.TagLine, p.TagNode = stripDigest(tn.Value), sub(img.At, tagKey), tn.Line, tn
 		}
 		return p, nil
 	}
@@ -94,7 +94,7 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 	if tn.Kind != yaml.ScalarNode {
 		return Pin{}, fmt.Errorf("%s:%d: %s.%s is not a scalar tag", name, tn.Line, img.At, tagKey)
 	}
-	p.TagPath, p.TagLine, p.TagNode = join(img.At, tagKey), tn.Line, tn
+	p.TagPath, p.TagLine, p.TagNode = sub(img.At, tagKey), tn.Line, tn
 	if tn.ShortTag() != "!!null" {
 		p.Tag = tn.Value
 	}

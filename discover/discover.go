@@ -34,9 +34,11 @@ type Pin struct {
 	// Line and Column locate the pin scalar (1-based).
 	Line   int `json:"line"`
 	Column int `json:"column"`
-	// Path is the dotted path of the pin scalar, e.g. images.ingestor.prodDigest.
+	// Path is the yamledit path of the pin scalar, e.g.
+	// images.ingestor.prodDigest or podLabels."app.kubernetes.io".image.digest
+	// (a key holding . [ ] " or \ is quoted).
 	Path string `json:"path"`
-	// At is the dotted path of the image block (for a single-string image, the scalar).
+	// At is the yamledit path of the image block (for a single-string image, the scalar).
 	At string `json:"at"`
 	// Key is the pin key inside the block ("" for a single-string image).
 	Key string `json:"key,omitempty"`
@@ -143,11 +145,14 @@ func IsPinKey(k string) bool {
 	return k == "digest" || k == "sha" || suffixRe.MatchString(k) || prefixRe.MatchString(k)
 }
 
-func join(base, key string) string {
+// sub appends rel, a path inside a block in yamledit syntax (tag,
+// channelTags.prod, a configured pin: or tagFrom:), to the block's path.
+// A single mapping key is appended with yamledit.Join, which quotes it.
+func sub(base, rel string) string {
 	if base == "" {
-		return key
+		return rel
 	}
-	return base + "." + key
+	return base + "." + rel
 }
 
 // block is an image block: a mapping and its path.
@@ -157,6 +162,9 @@ type block struct {
 	node *yaml.Node
 	root *yaml.Node
 }
+
+// at is the path of one key of the block.
+func (b block) at(key string) string { return yamledit.Join(b.path, key) }
 
 func (b block) scalar(key string) (*yaml.Node, *yaml.Node) {
 	var k, v *yaml.Node
@@ -205,7 +213,7 @@ func (b block) repository(override string) (string, string) {
 	}
 	if repo == "" {
 		if _, v := b.scalar("repository"); v != nil {
-			return "", fmt.Sprintf("%s.repository is empty", b.path)
+			return "", fmt.Sprintf("%s is empty", b.at("repository"))
 		}
 		return "", fmt.Sprintf("block %s has no repository or image key (configure repository: in chartpin.yaml)", b.path)
 	}
@@ -214,7 +222,7 @@ func (b block) repository(override string) (string, string) {
 	}
 	if registry != "" {
 		if hasHost(repo) {
-			return "", fmt.Sprintf("%s.registry %q and %s.%s %q both name a registry; ambiguous", b.path, registry, b.path, keyUsed, repo)
+			return "", fmt.Sprintf("%s %q and %s %q both name a registry; ambiguous", b.at("registry"), registry, b.at(keyUsed), repo)
 		}
 		repo = strings.TrimSuffix(registry, "/") + "/" + repo
 	}

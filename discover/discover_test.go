@@ -408,3 +408,91 @@ apps:
 		t.Errorf("configured through a merge: %+v, want apps.web.digest written at the anchored scalar, line 7", pins)
 	}
 }
+
+// Pin paths are yamledit paths: a key holding . [ ] " or \ is quoted, and
+// Path, TagPath and At each name the pin's own nodes again, in every shape
+// discovery knows (sub-paths such as channelTags.prod included).
+func TestPathsAreYamleditPaths(t *testing.T) {
+	const d = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	quoted := `podLabels:
+  "app.kubernetes.io":
+    image:
+      repository: a/b
+      tag: "1.0"
+      digest: ""
+"odd[0]":
+  'say "hi"':
+    repository: a/c
+    tag: "2"
+    sha: ""
+  'back\slash':
+    image: a/d:1@` + d + `
+  "x.y":
+    repository: a/e
+    tag: v1@` + d + `
+  "v.2":
+    repository: a/f
+    channelTags:
+      prod: "3"
+    prodDigest: ""
+&k image.key:
+  repository: a/g
+  tag: "4"
+  digest: ""
+aliased:
+  *k :
+    repository: a/h
+    tag: "5"
+    digest: ""
+`
+	qdir := writeChart(t, quoted)
+	pins, err := Chart(qdir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPins(t, pins, func(p Pin) string { return " tag=" + p.TagPath },
+		`podLabels."app.kubernetes.io".image.digest docker.io/a/b:1.0 digest tag=podLabels."app.kubernetes.io".image.tag`,
+		`"odd[0]"."say \"hi\"".sha docker.io/a/c:2 hex tag="odd[0]"."say \"hi\"".tag`,
+		`"odd[0]"."back\\slash".image docker.io/a/d:1 ref@digest sha256:111111111 tag="odd[0]"."back\\slash".image`,
+		`"odd[0]"."x.y".tag docker.io/a/e:v1 tag@digest sha256:111111111 tag="odd[0]"."x.y".tag`,
+		`"odd[0]"."v.2".prodDigest docker.io/a/f:3 digest tag="odd[0]"."v.2".channelTags.prod`,
+		`"image.key".digest docker.io/a/g:4 digest tag="image.key".tag`,
+		`aliased."image.key".digest docker.io/a/h:5 digest tag=aliased."image.key".tag`)
+	dirs := map[string]string{"quoted": qdir, "seed": writeChart(t, seedValues)}
+	for _, rel := range []string{"bitnami-nginx/original", "oracle-ingress-nginx/before", "node-exporter/original", "fulcio/original", "jellyfin/original", "kube-prometheus-stack/original"} {
+		dirs[rel] = corpusDir(t, rel)
+	}
+	for label, dir := range dirs {
+		// Find on a tree parsed here, so the pins' nodes are nodes of root.
+		name := filepath.Join(dir, ValuesFile)
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := yamledit.Parse(name, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, err := Values(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pins, err := Find(name, root, nil)
+		if err != nil || len(pins) == 0 {
+			t.Fatalf("%s: %d pins, %v", label, len(pins), err)
+		}
+		for _, p := range pins {
+			if n, err := yamledit.LookupNode(root, p.Path); err != nil || n != p.Node {
+				t.Errorf("%s: Path %s names %v (%v), not the pin at line %d", label, p.Path, n, err, p.Line)
+			}
+			if p.TagNode != nil {
+				if n, err := yamledit.LookupNode(root, p.TagPath); err != nil || n != p.TagNode {
+					t.Errorf("%s: TagPath %s names %v (%v), not the tag at line %d", label, p.TagPath, n, err, p.TagLine)
+				}
+			}
+			if _, err := yamledit.LookupNode(root, p.At); err != nil {
+				t.Errorf("%s: At %s: %v", label, p.At, err)
+			}
+		}
+	}
+}

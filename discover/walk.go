@@ -29,7 +29,7 @@ func discover(name string, root *yaml.Node) ([]Pin, error) {
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				// An alias is the anchored node again: its pins are found once, at the anchor.
 				if v := n.Content[i+1]; v.Kind != yaml.AliasNode {
-					if err := walk(v, join(path, n.Content[i].Value)); err != nil {
+					if err := walk(v, yamledit.Join(path, keyName(n.Content[i]))); err != nil {
 						return err
 					}
 				}
@@ -50,6 +50,15 @@ func discover(name string, root *yaml.Node) ([]Pin, error) {
 	}
 	sortPins(pins)
 	return pins, nil
+}
+
+// keyName is a mapping key as a path segment: an alias key is the key it
+// names, as yamledit.LookupNode reads it.
+func keyName(k *yaml.Node) string {
+	if d := yamledit.Deref(k); d != nil && d.Kind == yaml.ScalarNode {
+		return d.Value
+	}
+	return k.Value
 }
 
 // pins returns the pins of one mapping in discovery mode.
@@ -73,7 +82,7 @@ func (b block) pins() ([]Pin, error) {
 		case val.ShortTag() == "!!str" && tagDigestRe.MatchString(val.Value) && !b.hasSibling("repository", "image", "registry") && key != "tag":
 			// v1@sha256:… with nothing saying which image: report, don't guess.
 			out = append(out, b.problemPin(key, val, config.FormatTagDigest,
-				fmt.Sprintf("%s holds a tag@digest but the block has no repository or image key; configure it in chartpin.yaml", join(b.path, key))))
+				fmt.Sprintf("%s holds a tag@digest but the block has no repository or image key; configure it in chartpin.yaml", b.at(key))))
 		case val.ShortTag() == "!!str" && tagDigestRe.MatchString(val.Value):
 			out = append(out, b.embeddedPin(key, val))
 			primary = append(primary, key)
@@ -85,7 +94,7 @@ func (b block) pins() ([]Pin, error) {
 		var where []string
 		for _, k := range primary {
 			_, v := b.scalar(k)
-			where = append(where, fmt.Sprintf("%s (line %d)", join(b.path, k), yamledit.Deref(v).Line))
+			where = append(where, fmt.Sprintf("%s (line %d)", b.at(k), yamledit.Deref(v).Line))
 		}
 		return nil, failure.Input(fmt.Errorf("%s:%d: ambiguous pin: %s hold the same image's digest; keep one, or say which with pin: in chartpin.yaml",
 			b.name, b.node.Line, strings.Join(where, " and ")))
@@ -116,12 +125,13 @@ func isImageRef(key, value string) bool {
 	return imageKey && tag != ""
 }
 
-func (b block) base(key string, val *yaml.Node) Pin {
+// base is the pin at path, key key of the block.
+func (b block) base(path, key string, val *yaml.Node) Pin {
 	return Pin{
 		File:   b.name,
 		Line:   val.Line,
 		Column: val.Column,
-		Path:   join(b.path, key),
+		Path:   path,
 		At:     b.path,
 		Key:    key,
 		Node:   val,
@@ -129,7 +139,7 @@ func (b block) base(key string, val *yaml.Node) Pin {
 }
 
 func (b block) problemPin(key string, val *yaml.Node, format, problem string) Pin {
-	p := b.base(key, val)
+	p := b.base(b.at(key), key, val)
 	p.Format = format
 	p.Digest = digestOf(val.Value)
 	p.Problem = problem
@@ -138,7 +148,7 @@ func (b block) problemPin(key string, val *yaml.Node, format, problem string) Pi
 
 // keyPin is a digest / sha / *Digest key in an image block.
 func (b block) keyPin(key string, k, val *yaml.Node) Pin {
-	p := b.base(key, val)
+	p := b.base(b.at(key), key, val)
 	value := ""
 	if val.ShortTag() != "!!null" {
 		value = val.Value
@@ -162,7 +172,7 @@ func (b block) keyPin(key string, k, val *yaml.Node) Pin {
 	if p.Problem != "" {
 		return p
 	}
-	p.TagPath = join(b.path, tagKey)
+	p.TagPath = sub(b.path, tagKey)
 	tn, err := yamledit.LookupNode(b.node, tagKey)
 	switch {
 	case err != nil:
@@ -204,12 +214,12 @@ func (b block) variantTag(key string) (string, string) {
 			return v + "Tag", ""
 		}
 		return "", fmt.Sprintf("%s: no channelTags.%s or %sTag in %s says which tag this variant pins; configure it in chartpin.yaml (tagFrom:, pin: %s)",
-			join(b.path, key), v, v, blockName(b.path), key)
+			b.at(key), v, v, blockName(b.path), key)
 	}
 	m := prefixRe.FindStringSubmatch(key)
 	v := string(unicode.ToLower(rune(m[1][0]))) + m[1][1:]
 	return "", fmt.Sprintf("%s pins the %s variant of the image, whose repository discovery cannot tell; configure it in chartpin.yaml (at: %s, repository: …, pin: %s)",
-		join(b.path, key), v, blockName(b.path), key)
+		b.at(key), v, blockName(b.path), key)
 }
 
 func blockName(p string) string {
@@ -221,7 +231,7 @@ func blockName(p string) string {
 
 // embeddedPin is a tag: v1@sha256:… value: the tag and its pin in one scalar.
 func (b block) embeddedPin(key string, val *yaml.Node) Pin {
-	p := b.base(key, val)
+	p := b.base(b.at(key), key, val)
 	m := tagDigestRe.FindStringSubmatch(val.Value)
 	p.Tag, p.Digest = m[1], m[2]
 	p.TagPath, p.TagLine, p.TagNode = p.Path, val.Line, val
@@ -232,7 +242,7 @@ func (b block) embeddedPin(key string, val *yaml.Node) Pin {
 
 // stringPin is a single-string image: image: repo:tag[@sha256:…].
 func (b block) stringPin(key string, val *yaml.Node) Pin {
-	p := b.base(key, val)
+	p := b.base(b.at(key), key, val)
 	p.At, p.Key = p.Path, ""
 	repo, tag, digest := splitRef(val.Value)
 	p.Tag, p.Digest = tag, digest
