@@ -95,8 +95,10 @@ func pinOptions(c *cli.Context) (pin.Options, error) {
 	}
 	tags := map[string]string{}
 	for _, s := range c.StringSlice("set-tag") {
-		path, tag, ok := strings.Cut(s, "=")
-		if !ok || path == "" || tag == "" {
+		// Split at the last '=': a tag cannot contain one, a quoted key can.
+		i := strings.LastIndex(s, "=")
+		path, tag := s[:max(i, 0)], s[i+1:]
+		if i < 0 || path == "" || tag == "" {
 			return pin.Options{}, usage("--set-tag %q: want PATH=TAG, e.g. images.ingestor=0.8.4", s)
 		}
 		if prev, dup := tags[path]; dup && prev != tag {

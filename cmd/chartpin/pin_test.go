@@ -114,3 +114,31 @@ func TestPinCommandConfigFromWorkingDirectory(t *testing.T) {
 		t.Errorf("exit %d, stderr %s", code, errOut)
 	}
 }
+
+// --set-tag splits PATH=TAG at the last '=': a tag never holds one, a key may.
+func TestPinSetTagKeyWithEquals(t *testing.T) {
+	dir := t.TempDir()
+	digest := "sha256:" + strings.Repeat("c0", 32)
+	files := map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: app\nversion: 1.0.0\n",
+		"values.yaml": "a=b:\n  image:\n    repository: ghcr.io/example/app\n    tag: \"1.0\"\n    digest: \"\"\n",
+		"lock.yaml":   "ghcr.io/example/app:2.0: " + digest + "\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, errOut, code := runCLI(t, "pin", "--digests", filepath.Join(dir, "lock.yaml"), "--set-tag", "a=b.image=2.0", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "a=b:\n  image:\n    repository: ghcr.io/example/app\n    tag: \"2.0\"\n    digest: \"" + digest + "\"\n"
+	if string(got) != want {
+		t.Errorf("values.yaml:\n%s\nwant:\n%s", got, want)
+	}
+}
