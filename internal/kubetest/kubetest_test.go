@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func TestBinaryLookup(t *testing.T) {
@@ -55,6 +56,46 @@ func TestServer(t *testing.T) {
 		t.Errorf("unknown token: %v, want Unauthorized", err)
 	}
 	t.Run("controllers", func(t *testing.T) { testControllers(t, admin) })
+	t.Run("proxy", func(t *testing.T) { testProxy(t, srv) })
+}
+
+// The proxy forwards with the caller's token, from a rest.Config or a
+// kubeconfig, and records every request.
+func testProxy(t *testing.T, srv *Server) {
+	ctx := context.Background()
+	p := srv.Proxy(t)
+	c, err := kubernetes.NewForConfig(p.Config(AdminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().ConfigMaps("applied").Get(ctx, "c", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().ConfigMaps("applied").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "via-proxy"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig(t, "nobody-token", "applied"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nobody.CoreV1().ConfigMaps("applied").Get(ctx, "c", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("unprivileged user through the proxy: %v, want forbidden (its own token)", err)
+	}
+	got := p.Reset()
+	want := []string{"GET /api/v1/namespaces/applied/configmaps/c", "POST /api/v1/namespaces/applied/configmaps", "GET /api/v1/namespaces/applied/configmaps/c"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("recorded %q, want %q", got, want)
+	}
+	if m, e := ByMethod(got), Edits(got); m["GET"] != 2 || m["POST"] != 1 || len(e) != 1 {
+		t.Errorf("ByMethod %v, Edits %v", m, e)
+	}
+	if again := p.Reset(); len(again) != 0 {
+		t.Errorf("after Reset: %v", again)
+	}
 }
 
 // The stand-in controllers roll each workload kind to ready pods reporting
