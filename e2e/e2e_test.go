@@ -97,7 +97,7 @@ type world struct {
 	kube      *kubetest.Server
 	noCluster string                           // why kube is nil: the in-memory fallback
 	memory    map[string]*action.Configuration // fallback release stores per namespace
-	api       *apiProxy
+	api       *kubetest.Proxy
 	ctl       *kubetest.Controllers
 	admin     kubernetes.Interface
 }
@@ -120,7 +120,7 @@ func (w *world) step(name string, fn func(s *step) string) {
 	w.git.Reset()
 	w.gh.Reset()
 	w.chartReqs.Store(0)
-	w.api.reset()
+	w.api.Reset()
 	start := time.Now()
 	s := &step{T: w.t, name: name}
 	w.t.Logf("── step %s", name)
@@ -308,7 +308,7 @@ func TestReleasePath(t *testing.T) {
 		for ns, vals := range map[string]map[string]any{prodNS: prodValues, devNS: devValues} {
 			w.install(s, ns, vals)
 		}
-		w.api.reset() // installing the previous version is the edge's history, not the tick
+		w.api.Reset() // installing the previous version is the edge's history, not the tick
 
 		// Prod edge: auto-upgrade from the index.yaml repository, as the
 		// chart's own ServiceAccount.
@@ -321,12 +321,12 @@ func TestReleasePath(t *testing.T) {
 		if res.Decision != upgrade.DecisionUpgraded || res.Current != previousVersion || res.Latest != releasedVersion || res.Revision != 2 || len(res.Shadowed) != 0 {
 			s.fatalf("prod upgrade result %+v, want upgraded %s -> %s at revision 2", res, previousVersion, releasedVersion)
 		}
-		prodCalls := w.api.reset()
+		prodCalls := w.api.Reset()
 		// The next hourly tick finds nothing newer and edits nothing.
 		again, err := w.upgrade(prodNS, prodUpgradeToken, upgrade.Options{RepoURL: w.charts.URL + "/stable"})
-		againCalls := w.api.reset()
-		if err != nil || again.Decision != upgrade.DecisionUpToDate || again.Revision != 2 || len(edits(againCalls)) != 0 {
-			s.fatalf("second prod tick: %+v, %v, edits %v; want up-to-date at revision 2 with no edit", again, err, edits(againCalls))
+		againCalls := w.api.Reset()
+		if err != nil || again.Decision != upgrade.DecisionUpToDate || again.Revision != 2 || len(kubetest.Edits(againCalls)) != 0 {
+			s.fatalf("second prod tick: %+v, %v, edits %v; want up-to-date at revision 2 with no edit", again, err, kubetest.Edits(againCalls))
 		}
 		rel := w.release(s, prodNS)
 		if rel.Chart.Metadata.Version != releasedVersion || rel.Info.Status != release.StatusDeployed {
@@ -376,14 +376,14 @@ func TestReleasePath(t *testing.T) {
 		if err != nil || dry.Decision != upgrade.DecisionWouldUpgrade || dry.Latest != prereleaseVersion {
 			s.fatalf("dry run with --allow-prerelease: %+v, %v; want would-upgrade to %s (the prerelease must be visible for the next check to mean anything)", dry, err, prereleaseVersion)
 		}
-		w.api.reset()
+		w.api.Reset()
 		if err := w.ctl.WaitObserved(w.ctx); err != nil {
 			s.fatalf("%v", err)
 		}
 		rolledBefore := w.ctl.Rollouts()
 		start = time.Now()
 		res, err = w.upgrade(devNS, devUpgradeTkn, upgrade.Options{OCI: "oci://" + w.host + "/charts", PlainHTTP: true})
-		devTime, devCalls := time.Since(start), w.api.reset()
+		devTime, devCalls := time.Since(start), w.api.Reset()
 		if err != nil {
 			s.fatalf("dev upgrade: %v (result %+v)", err, res)
 		}
@@ -418,8 +418,8 @@ func TestReleasePath(t *testing.T) {
 			cluster = fmt.Sprintf("kube-apiserver ready in %s", w.kube.Startup.Round(time.Millisecond))
 		}
 		return fmt.Sprintf("%s; prod %s→%s via index in %s (API %v), next tick up-to-date (API %v); dev %s→%s via OCI in %s (API %v), prerelease %s listed but not taken; stand-in rollouts %d",
-			cluster, previousVersion, releasedVersion, prodTime.Round(time.Millisecond), byMethod(prodCalls), byMethod(againCalls),
-			previousVersion, releasedVersion, devTime.Round(time.Millisecond), byMethod(devCalls), prereleaseVersion, w.ctl.Rollouts())
+			cluster, previousVersion, releasedVersion, prodTime.Round(time.Millisecond), kubetest.ByMethod(prodCalls), kubetest.ByMethod(againCalls),
+			previousVersion, releasedVersion, devTime.Round(time.Millisecond), kubetest.ByMethod(devCalls), prereleaseVersion, w.ctl.Rollouts())
 	})
 
 	w.step("5 reconcile", func(s *step) string {
@@ -441,7 +441,7 @@ func TestReleasePath(t *testing.T) {
 		// A new jobs-manager build lands under the dev tag.
 		old := w.digest("chartpin/jobs-manager:dev")
 		fresh := w.pushIndex(t, "chartpin/jobs-manager", "dev") // straight to the registry: not counted
-		w.api.reset()
+		w.api.Reset()
 
 		start := time.Now()
 		res, stats, err := w.tick(targets)
@@ -449,7 +449,7 @@ func TestReleasePath(t *testing.T) {
 		if err != nil {
 			s.fatalf("first tick: %v", err)
 		}
-		calls := w.api.reset()
+		calls := w.api.Reset()
 		wantPatched := []string{"Deployment " + devNS + "/" + relName + "-jobs-manager", "Deployment " + devNS + "/" + relName + "-requests-proxy"}
 		sort.Strings(res.Patched)
 		sort.Strings(res.RolledOut)
@@ -492,29 +492,29 @@ func TestReleasePath(t *testing.T) {
 			s.fatalf("Reimaged events in %s: %d (%v), want one per patched workload", devNS, len(evs.Items), err)
 		}
 		first := fmt.Sprintf("first tick in %s: dev jobs-manager %.19s → %.19s, patched %v, API %v, registry %+v",
-			firstTime.Round(time.Millisecond), old, fresh, res.Patched, byMethod(calls), stats)
+			firstTime.Round(time.Millisecond), old, fresh, res.Patched, kubetest.ByMethod(calls), stats)
 
 		// Second tick, once the rollouts settled: reads only.
 		if err := w.ctl.WaitObserved(w.ctx); err != nil {
 			s.fatalf("%v", err)
 		}
-		w.api.reset()
+		w.api.Reset()
 		start = time.Now()
 		res, stats, err = w.tick(targets)
 		secondTime := time.Since(start)
 		if err != nil {
 			s.fatalf("second tick: %v", err)
 		}
-		calls = w.api.reset()
-		if len(res.Patched) != 0 || len(edits(calls)) != 0 {
-			s.fatalf("second tick patched %v, edits %v; want a no-op", res.Patched, edits(calls))
+		calls = w.api.Reset()
+		if len(res.Patched) != 0 || len(kubetest.Edits(calls)) != 0 {
+			s.fatalf("second tick patched %v, edits %v; want a no-op", res.Patched, kubetest.Edits(calls))
 		}
 		for _, d := range res.Decisions {
 			if d.Action != reconcile.ActionNone {
 				s.fatalf("second tick: %s %s (%s)", d.Target, d.Action, d.Reason)
 			}
 		}
-		return first + fmt.Sprintf("; second tick in %s: no-op, API %v, registry %+v", secondTime.Round(time.Millisecond), byMethod(calls), stats)
+		return first + fmt.Sprintf("; second tick in %s: no-op, API %v, registry %+v", secondTime.Round(time.Millisecond), kubetest.ByMethod(calls), stats)
 	})
 
 	w.step("6 release again", func(s *step) string {
@@ -752,7 +752,7 @@ func (w *world) startCluster(s *step) {
 		kubetest.ServiceAccountUser(prodUpgradeToken, prodNS, upgradeSA),
 		kubetest.ServiceAccountUser(devUpgradeTkn, devNS, upgradeSA),
 		kubetest.ServiceAccountUser(reconcileToken, devNS, reconcileSA))
-	w.api = startAPIProxy(w.t, w.kube)
+	w.api = w.kube.Proxy(w.t)
 	w.admin = w.kube.Client(w.t, kubetest.AdminToken)
 	for _, ns := range []string{prodNS, devNS} {
 		if _, err := w.admin.CoreV1().Namespaces().Create(w.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -790,7 +790,7 @@ func (w *world) upgrade(ns, token string, o upgrade.Options) (upgrade.Result, er
 	if w.kube == nil {
 		return upgrade.Run(w.ctx, w.memory[ns], o)
 	}
-	cfg, gotNS, err := upgrade.NewConfiguration(ns, upgrade.WithKubeconfig(w.api.kubeconfig(w.t, ns+"-upgrade", token, ns)),
+	cfg, gotNS, err := upgrade.NewConfiguration(ns, upgrade.WithKubeconfig(w.api.Kubeconfig(w.t, token, ns)),
 		upgrade.WithRequestTimeout(requestTimeout), upgrade.WithLogger(discard()))
 	if err != nil {
 		return upgrade.Result{}, err
@@ -836,7 +836,7 @@ func (w *world) liveNames(names ...string) []string {
 // tick is one `chartpin reconcile --targets FILE --kubeconfig FILE` as the
 // chart's reconcile ServiceAccount, through the counting API proxy.
 func (w *world) tick(f *reconcile.File) (*reconcile.Result, resolver.Stats, error) {
-	path := w.api.kubeconfig(w.t, "reconcile", reconcileToken, devNS)
+	path := w.api.Kubeconfig(w.t, reconcileToken, devNS)
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: path}, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, resolver.Stats{}, err
