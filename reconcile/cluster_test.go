@@ -3,10 +3,8 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,28 +26,6 @@ const (
 	agentsNs  = "node-agents"
 	chartFile = "testdata/example-chart-dev.yaml"
 )
-
-// countingTransport counts the requests a client sends, by method.
-type countingTransport struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	n    map[string]int
-}
-
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.mu.Lock()
-	c.n[r.Method]++
-	c.mu.Unlock()
-	return c.next.RoundTrip(r)
-}
-
-func (c *countingTransport) reset() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.n
-	c.n = map[string]int{}
-	return out
-}
 
 // The example chart, applied whole to a real kube-apiserver: its reconcile
 // Roles let the ServiceAccount do exactly what a tick does, and nothing else.
@@ -233,10 +209,8 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 	stop := ctl.Run()
 	defer stop()
 
-	counter := &countingTransport{n: map[string]int{}}
-	cfg := srv.Config(saToken)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-	sa, err := kubernetes.NewForConfig(cfg)
+	api := srv.Proxy(t)
+	sa, err := kubernetes.NewForConfig(api.Config(saToken))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +224,7 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 			t.Fatal(err)
 		}
 		reg.Reset()
-		counter.reset()
+		api.Reset()
 		return r.Tick(ctx, f)
 	}
 
@@ -259,7 +233,7 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := counter.reset()
+	calls := kubetest.ByMethod(api.Reset())
 	t.Logf("first tick on a real API server: %s, API requests %v, registry HEADs %d", time.Since(start).Round(time.Millisecond), calls, reg.Count("HEAD"))
 	if len(res.Patched) != 3 || len(res.RolledOut) != 3 {
 		t.Fatalf("patched %v, rolled out %v; want all three workloads", res.Patched, res.RolledOut)
@@ -316,7 +290,7 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls = counter.reset()
+	calls = kubetest.ByMethod(api.Reset())
 	if len(res.Patched) != 0 || calls["PATCH"] != 0 || calls["POST"] != 0 {
 		t.Errorf("second tick: patched %v, requests %v; want reads only", res.Patched, calls)
 	}
@@ -384,10 +358,8 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 	}
 	stop := ctl.Run()
 	defer stop()
-	counter := &countingTransport{n: map[string]int{}}
-	cfg := srv.Config(kubetest.AdminToken)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-	client, err := kubernetes.NewForConfig(cfg)
+	api := srv.Proxy(b)
+	client, err := kubernetes.NewForConfig(api.Config(kubetest.AdminToken))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -425,7 +397,7 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 			if err := ctl.WaitObserved(ctx); err != nil {
 				b.Fatal(err)
 			}
-			counter.reset()
+			api.Reset()
 			reg.Reset()
 			b.StartTimer()
 			out := tick(b)
@@ -433,7 +405,7 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 			if len(out.RolledOut) != 50 {
 				b.Fatalf("rolled out %d of 50", len(out.RolledOut))
 			}
-			for k, v := range counter.reset() {
+			for k, v := range kubetest.ByMethod(api.Reset()) {
 				calls[k] += v
 			}
 			heads += reg.Count("HEAD")
@@ -449,7 +421,7 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 		calls, heads := map[string]int{}, 0
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			counter.reset()
+			api.Reset()
 			reg.Reset()
 			b.StartTimer()
 			out := tick(b)
@@ -457,7 +429,7 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 			if len(out.Patched) != 0 {
 				b.Fatalf("steady tick patched %v", out.Patched)
 			}
-			for k, v := range counter.reset() {
+			for k, v := range kubetest.ByMethod(api.Reset()) {
 				calls[k] += v
 			}
 			heads += reg.Count("HEAD")
