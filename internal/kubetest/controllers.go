@@ -36,8 +36,9 @@ type Controllers struct {
 	Client kubernetes.Interface
 	// Namespaces are the namespaces whose workloads roll.
 	Namespaces []string
-	// Pull names the digest an image reference pulls now. Nil: an image
-	// pinned by digest pulls that digest, a tag fails.
+	// Pull names the digest an image reference pulls now (called
+	// concurrently). Nil: an image pinned by digest pulls that digest, a
+	// tag fails.
 	Pull func(image string) (digest string, err error)
 	// Stuck makes new generations observed but never rolled out (no pod
 	// updated), as when new pods never start.
@@ -157,24 +158,41 @@ func (c *Controllers) done() {
 	c.mu.Unlock()
 }
 
-// pass rolls every workload not observed yet. A conflict or a workload gone
-// is a race with the client under test, retried on the next pass.
+// pass rolls every workload not observed yet, five at a time (as
+// kube-controller-manager's --concurrent-deployment-syncs). A conflict or a
+// workload gone is a race with the client under test, retried on the next pass.
 func (c *Controllers) pass(ctx context.Context) []error {
-	var errs []error
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	sem := make(chan struct{}, 5)
 	for _, ns := range c.Namespaces {
 		rs, err := c.unobserved(ctx, ns)
 		if err != nil {
 			if ctx.Err() == nil {
-				errs = append(errs, err)
+				fail(err)
 			}
 			continue
 		}
 		for _, r := range rs {
-			if err := r.roll(ctx); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
-			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if err := r.roll(ctx); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+					fail(fmt.Errorf("%s: %w", r.name, err))
+				}
+			}()
 		}
 	}
+	wg.Wait()
 	return errs
 }
 
