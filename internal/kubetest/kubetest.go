@@ -16,6 +16,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -217,21 +218,27 @@ func (s *Server) Client(t testing.TB, token string) *kubernetes.Clientset {
 // Kubeconfig writes a kubeconfig for token and returns its path.
 func (s *Server) Kubeconfig(t testing.TB, token string) string {
 	t.Helper()
-	ca := filepath.Join(s.Dir, "serving.crt")
+	return writeKubeconfig(t, s.Dir, s.URL, s.CA, token, "")
+}
+
+// writeKubeconfig writes a kubeconfig for token against server into dir
+// and returns its path.
+func writeKubeconfig(t testing.TB, dir, server string, ca []byte, token, namespace string) string {
+	t.Helper()
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: kubetest
-  cluster: {server: %q, certificate-authority: %q}
+  cluster: {server: %q, certificate-authority-data: %s}
 users:
 - name: user
   user: {token: %q}
 contexts:
 - name: kubetest
-  context: {cluster: kubetest, user: user}
+  context: {cluster: kubetest, user: user, namespace: %q}
 current-context: kubetest
-`, s.URL, ca, token)
-	f, err := os.CreateTemp(s.Dir, "kubeconfig-*")
+`, server, base64.StdEncoding.EncodeToString(ca), token, namespace)
+	f, err := os.CreateTemp(dir, "kubeconfig-*")
 	if err != nil {
 		t.Fatal(err)
 	}

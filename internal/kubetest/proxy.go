@@ -2,14 +2,11 @@ package kubetest
 
 import (
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/pem"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -80,28 +77,7 @@ func (p *Proxy) Config(token string) *rest.Config {
 // namespace as its default, and returns its path.
 func (p *Proxy) Kubeconfig(t testing.TB, token, namespace string) string {
 	t.Helper()
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: kubetest
-  cluster: {server: %q, certificate-authority-data: %s}
-users:
-- name: user
-  user: {token: %q}
-contexts:
-- name: kubetest
-  context: {cluster: kubetest, user: user, namespace: %s}
-current-context: kubetest
-`, p.URL, base64.StdEncoding.EncodeToString(p.caPEM()), token, namespace)
-	f, err := os.CreateTemp(t.TempDir(), "kubeconfig-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(cfg); err != nil {
-		t.Fatal(err)
-	}
-	return f.Name()
+	return writeKubeconfig(t, t.TempDir(), p.URL, p.caPEM(), token, namespace)
 }
 
 func (p *Proxy) caPEM() []byte {
