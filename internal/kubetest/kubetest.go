@@ -1,6 +1,7 @@
 // Package kubetest starts a real kube-apiserver on Debian's etcd, on loopback,
-// for tests: no Docker, no kubelet, no controllers. Tests drive rollouts by
-// updating status subresources themselves.
+// for tests: no Docker, no kubelet, no controllers. Controllers stands in
+// for the workload controllers and the kubelet through the status
+// subresources; Proxy counts the requests that reach the server.
 //
 // The kube-apiserver binary comes from $KUBE_APISERVER, else from the cache
 // hack/kube-apiserver/build.sh fills (${CHARTPIN_CACHE:-$HOME/.cache/chartpin}/kube-apiserver-VERSION).
