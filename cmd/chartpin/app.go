@@ -36,7 +36,7 @@ func newApp() *cli.App {
 	}
 	for _, c := range commands {
 		bindEnv(c.Flags, "CHARTPIN_", func(flag string) string {
-			if globals[flag] { // e.g. upgrade --timeout: its own variable, CHARTPIN_UPGRADE_TIMEOUT
+			if globals[flag] || commandScoped[flag] { // e.g. CHARTPIN_UPGRADE_TIMEOUT, CHARTPIN_PIN_VERSION
 				return "CHARTPIN_" + envName(c.Name) + "_"
 			}
 			return "CHARTPIN_"
@@ -52,6 +52,12 @@ func newApp() *cli.App {
 		Commands:             commands,
 		Flags:                bindEnv(globalFlags(), "CHARTPIN_", nil),
 		ExitErrHandler:       func(*cli.Context, error) {}, // main maps errors to exit codes
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usage("unknown command %q; see chartpin --help", c.Args().First())
+			}
+			return cli.ShowAppHelp(c)
+		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return failure.Input(err)
 		},
@@ -61,6 +67,10 @@ func newApp() *cli.App {
 	}
 	return app
 }
+
+// commandScoped flags bind CHARTPIN_<COMMAND>_<FLAG>: a CI variable as
+// generic as CHARTPIN_VERSION must not silently set a chart's version.
+var commandScoped = map[string]bool{"version": true, "app-version": true}
 
 func globalFlags() []cli.Flag {
 	return []cli.Flag{

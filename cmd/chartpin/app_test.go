@@ -22,21 +22,22 @@ func TestEnvironmentBindsFlags(t *testing.T) {
 		t.Errorf("CHARTPIN_OUTPUT=json ignored:\n%s", out)
 	}
 
-	shadows := 0
+	scoped := map[string]int{}
 	for _, c := range newApp().Commands {
 		for _, f := range c.Flags {
-			if f.Names()[0] != "timeout" {
+			name := f.Names()[0]
+			if name != "timeout" && name != "version" && name != "app-version" {
 				continue
 			}
-			shadows++
+			scoped[name]++
 			env := strings.Join(f.(interface{ GetEnvVars() []string }).GetEnvVars(), ",")
-			if want := "CHARTPIN_" + strings.ToUpper(c.Name) + "_TIMEOUT"; env != want {
-				t.Errorf("%s --timeout binds %q, want %q (CHARTPIN_TIMEOUT is the global deadline)", c.Name, env, want)
+			if want := "CHARTPIN_" + envName(c.Name) + "_" + envName(name); env != want {
+				t.Errorf("%s --%s binds %q, want %q", c.Name, name, env, want)
 			}
 		}
 	}
-	if shadows == 0 {
-		t.Error("no command flag shadows --timeout: this test checks nothing")
+	if scoped["timeout"] == 0 || scoped["version"] == 0 {
+		t.Errorf("scoped flags found %v: this test checks nothing", scoped)
 	}
 }
 
@@ -46,6 +47,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"--no-such-flag", "resolve", "x"},
 		{"resolve"},
 		{"completion", "fish"},
+		{"nosuch"},
 	} {
 		if _, errOut, code := runCLI(t, args...); code != 2 {
 			t.Errorf("chartpin %v: exit %d, want 2 (%s)", args, code, errOut)
