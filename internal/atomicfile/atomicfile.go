@@ -13,8 +13,11 @@ import (
 
 // WriteFile replaces name with data through a temporary file in the same
 // directory and a rename. An existing file keeps its permission bits; a new
-// one gets perm.
+// one gets perm. A symlink is followed: its target is replaced, the link stays.
 func WriteFile(name string, data []byte, perm fs.FileMode) error {
+	if target, err := filepath.EvalSymlinks(name); err == nil {
+		name = target
+	}
 	if fi, err := os.Stat(name); err == nil {
 		perm = fi.Mode().Perm()
 	} else if !errors.Is(err, fs.ErrNotExist) {

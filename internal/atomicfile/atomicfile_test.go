@@ -50,3 +50,26 @@ func TestWriteFileMissingDirLeavesNothing(t *testing.T) {
 		t.Fatal("want an error for a missing directory")
 	}
 }
+
+// A chart whose values.yaml links to a shared file: the shared file gets the
+// new bytes and the link stays a link.
+func TestWriteFileFollowsSymlink(t *testing.T) {
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "shared.yaml")
+	if err := os.WriteFile(shared, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "values.yaml")
+	if err := os.Symlink("shared.yaml", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(link, []byte("new\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("values.yaml is no longer a symlink: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(shared); string(b) != "new\n" {
+		t.Errorf("shared file = %q, want the new bytes", b)
+	}
+}
