@@ -130,16 +130,20 @@ func normalizePlatform(p string) string {
 
 // ResolveEach resolves refs (in order, concurrently), reads each digest's
 // platforms, and checks the required ones. Platforms a lock file does not
-// record are left empty unless required.
+// record are left empty unless required. It returns every image that
+// resolved, in the order asked, with the errors of the others joined.
 func ResolveEach(ctx context.Context, r Interface, refs []string, required []string) ([]Image, error) {
-	byRef, err := ResolveAll(ctx, r, refs)
-	if err != nil {
-		return nil, err
+	byRef, resolveErr := ResolveAll(ctx, r, refs)
+	var resolved []string
+	for _, ref := range refs {
+		if _, ok := byRef[ref]; ok {
+			resolved = append(resolved, ref)
+		}
 	}
-	out := make([]Image, len(refs))
-	errs := make([]error, len(refs))
+	out := make([]Image, len(resolved))
+	errs := make([]error, len(resolved))
 	var wg sync.WaitGroup
-	for i, ref := range refs {
+	for i, ref := range resolved {
 		wg.Add(1)
 		go func(i int, img Image) {
 			defer wg.Done()
@@ -155,5 +159,8 @@ func ResolveEach(ctx context.Context, r Interface, refs []string, required []str
 		}(i, byRef[ref])
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, errors.Join(append([]error{resolveErr}, errs...)...)
 }

@@ -211,3 +211,20 @@ func TestResolveRegistryAuthNeverPrinted(t *testing.T) {
 		t.Errorf("malformed CHARTPIN_REGISTRY_AUTH: exit %d, %s", code, errOut)
 	}
 }
+
+// One missing ref does not hide the others: the table lists what resolved,
+// the error names the missing ref, and the exit status is 1.
+func TestResolvePartialFailureStillPrints(t *testing.T) {
+	reg := registrytest.New(t)
+	digest := reg.PushIndex(t, "app", "1", "linux/amd64", "linux/arm64")
+	out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "resolve", reg.Host+"/app:1", reg.Host+"/app:404")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, errOut)
+	}
+	if !strings.Contains(out, digest) || strings.Contains(out, "app:404") {
+		t.Errorf("table should list app:1 only:\n%s", out)
+	}
+	if !strings.Contains(errOut, reg.Host+"/app:404") {
+		t.Errorf("error does not name the missing ref: %s", errOut)
+	}
+}
