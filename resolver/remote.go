@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -310,8 +312,9 @@ func classify(ref string, err error) error {
 		host := hostOf(ref)
 		return fmt.Errorf("resolving %s: %s speaks plain HTTP: pass --insecure-registry %s if that is intended: %w", ref, host, host, err)
 	}
-	if retryableError(err) {
-		return fmt.Errorf("resolving %s: %w; check that %s is reachable, or try again later", ref, err, hostOf(ref))
+	var dnsErr *net.DNSError
+	if retryableError(err) || errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dnsErr) {
+		return fmt.Errorf("resolving %s: %w; check that %s is reachable (and the registry name or --registry-mirror is right), or try again later", ref, err, hostOf(ref))
 	}
 	return fmt.Errorf("resolving %s: %w", ref, err)
 }

@@ -496,3 +496,15 @@ func TestMirrorWithPathPrefix(t *testing.T) {
 		t.Errorf("mirror saw %v", mirror.Requests())
 	}
 }
+
+// A registry that is not there gets a message with the next step, not a bare dial error.
+func TestUnreachableRegistrySaysWhatToCheck(t *testing.T) {
+	r, err := resolver.New(resolver.WithInsecureRegistries("127.0.0.1:1"), resolver.WithRetry(1, time.Millisecond, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Resolve(context.Background(), "127.0.0.1:1/app:1")
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1/app:1") || !strings.Contains(err.Error(), "check that 127.0.0.1:1 is reachable") {
+		t.Fatalf("err = %v, want the ref and what to check", err)
+	}
+}
