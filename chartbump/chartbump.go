@@ -116,14 +116,22 @@ type version struct {
 
 func (v version) String() string { return v.prefix + v.v.String() }
 
+// ParseVersion is chartpin's one chart-version rule, shared by bump, guard
+// and publish: strict SemVer 2 (X.Y.Z, optional -prerelease and +build) with
+// an optional leading v, as Helm accepts; "1.3" or "01.2.3" are refused.
+// Errors are Masterminds/semver's: callers name the file and line.
+func ParseVersion(s string) (*semver.Version, error) {
+	return semver.StrictNewVersion(strings.TrimPrefix(s, "v"))
+}
+
 func parseVersion(s string) (version, error) {
-	prefix := ""
-	if strings.HasPrefix(s, "v") {
-		prefix, s = "v", s[1:]
-	}
-	v, err := semver.StrictNewVersion(s)
+	v, err := ParseVersion(s)
 	if err != nil {
 		return version{}, err
+	}
+	prefix := ""
+	if strings.HasPrefix(s, "v") {
+		prefix = "v"
 	}
 	return version{v: v, prefix: prefix}, nil
 }

@@ -322,3 +322,17 @@ func TestWrite(t *testing.T) {
 		t.Fatal("a file appeared")
 	}
 }
+
+// ParseVersion is the one rule guard and publish share with bump.
+func TestParseVersion(t *testing.T) {
+	for s, want := range map[string]string{"1.2.3": "1.2.3", "v1.2.4": "1.2.4", "1.3.0-rc.1+b.7": "1.3.0-rc.1+b.7", "v0.1.0-alpha": "0.1.0-alpha"} {
+		if v, err := ParseVersion(s); err != nil || v.String() != want {
+			t.Errorf("ParseVersion(%q) = %v, %v; want %s", s, v, err, want)
+		}
+	}
+	for _, s := range []string{"1.3", "1", "01.2.3", "vv1.2.3", "V1.2.3", "1.2.3.4", "", "latest", " 1.2.3"} {
+		if v, err := ParseVersion(s); err == nil {
+			t.Errorf("ParseVersion(%q) = %v, want an error", s, v)
+		}
+	}
+}
