@@ -67,3 +67,37 @@ func TestNoBaseIsInput(t *testing.T) {
 		t.Errorf("not a repository: %v", err)
 	}
 }
+
+// Guard applies publish's version rule (chartbump.ParseVersion): a version
+// guard passes is one publish accepts, and the other way round.
+func TestVersionRuleIsPublishs(t *testing.T) {
+	for _, c := range []struct {
+		old, new string
+		ok       bool
+	}{
+		{"1.2.3", "1.3", false},    // Helm-lenient, but publish refuses it
+		{"1.2.3", "01.3.0", false}, // leading zero
+		{"v1.2.3", "v1.2.4", true}, // chartbump keeps a v prefix; publish accepts it
+		{"1.2.3", "1.2.4-rc.1", true},
+	} {
+		t.Run(c.old+"->"+c.new, func(t *testing.T) {
+			r := guardtest.New(t)
+			r.Chart("charts/a", "a", c.old, "1.0")
+			r.Base()
+			r.Write("charts/a/values.yaml", "replicaCount: 2\n")
+			r.ChartYAML("charts/a", "a", c.new, "1.0")
+			r.Commit("change")
+			res, err := guard.Check(context.Background(), r.Dir, "origin/main")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := res.Charts[0].Findings
+			if c.ok && len(f) != 0 {
+				t.Fatalf("findings %+v, want none", f)
+			}
+			if !c.ok && (len(f) != 1 || f[0].Line != 3 || !strings.Contains(f[0].Message, "not a semantic version")) {
+				t.Fatalf("findings %+v, want one at line 3 saying not a semantic version", f)
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"gopkg.in/yaml.v3"
 
+	"github.com/chartpin/chartpin/chartbump"
 	"github.com/chartpin/chartpin/resolver"
 )
 
@@ -84,10 +85,11 @@ func (g *guard) treeMeta(tree *object.Tree, chartFile string) (meta, error) {
 	return parseMeta(chartFile+" (base)", []byte(s))
 }
 
-// parseVersion parses a chart version strictly enough for Helm (SemVer 2,
-// optional leading v); 1.9.63-rc.1 orders below 1.9.63 (lesson 14).
+// parseVersion is chartbump's rule, the one bump and publish apply too:
+// strict SemVer 2 with an optional leading v; 1.9.63-rc.1 orders below
+// 1.9.63 (lesson 14).
 func parseVersion(s string) (*semver.Version, error) {
-	return semver.NewVersion(s)
+	return chartbump.ParseVersion(s)
 }
 
 // sameVersion compares version strings, tolerating a leading v.
@@ -95,8 +97,8 @@ func sameVersion(a, b string) bool {
 	if a == b {
 		return true
 	}
-	va, err1 := semver.NewVersion(a)
-	vb, err2 := semver.NewVersion(b)
+	va, err1 := parseVersion(a)
+	vb, err2 := parseVersion(b)
 	return err1 == nil && err2 == nil && va.Equal(vb) && va.Metadata() == vb.Metadata()
 }
 
