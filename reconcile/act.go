@@ -82,6 +82,16 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 			errs = append(errs, err, r.event(ctx, p.w, corev1.EventTypeWarning, "ReimageRolloutFailed", err.Error()))
 			continue
 		}
+		if p.restart {
+			// A completed restart proves nothing: only a later tick that sees
+			// the pods on the newest digest re-arms (ActionNone). Otherwise a
+			// restart that never changes what pods report would roll on every
+			// tick and never reach the lockout (lesson 17).
+			r.o.logger.Info("restart rolled out; attempt counter kept until a tick sees the newest digest",
+				"workload", p.w.key.String(), "attempts", p.attempts+1)
+			res.RolledOut = append(res.RolledOut, p.w.key.String())
+			continue
+		}
 		if err := r.annotate(ctx, p.w.key, map[string]any{AttemptsAnnotation: nil}); err != nil {
 			errs = append(errs, err)
 			continue

@@ -43,11 +43,15 @@ type env struct {
 	// progress decides, per workload name, whether the fake controller rolls
 	// a patched spec out (default true).
 	stuck map[string]bool
+	// reports, per workload name, the imageID the fake kubelet reports for
+	// every container after a rollout, whatever the spec says (e.g. an image
+	// config ID "sha256:cfg1", or a stale repo digest).
+	reports map[string]string
 }
 
 func newEnv(t testing.TB, objs ...runtime.Object) *env {
 	t.Helper()
-	e := &env{t: t, reg: registrytest.New(t), client: fake.NewSimpleClientset(objs...), logs: &bytes.Buffer{}, stuck: map[string]bool{}}
+	e := &env{t: t, reg: registrytest.New(t), client: fake.NewSimpleClientset(objs...), logs: &bytes.Buffer{}, stuck: map[string]bool{}, reports: map[string]string{}}
 	e.controller()
 	return e
 }
@@ -99,6 +103,12 @@ func (e *env) tick(f *File, opts ...Option) (*Result, error) {
 func (e *env) setStuck(name string, stuck bool) {
 	e.mu.Lock()
 	e.stuck[name] = stuck
+	e.mu.Unlock()
+}
+
+func (e *env) setReports(name, imageID string) {
+	e.mu.Lock()
+	e.reports[name] = imageID
 	e.mu.Unlock()
 }
 
@@ -189,11 +199,18 @@ func (e *env) repod(ns, app string, spec corev1.PodSpec) {
 		e.t.Error(err)
 		return
 	}
+	e.mu.Lock()
+	reports := e.reports[app]
+	e.mu.Unlock()
 	for _, p := range list.(*corev1.PodList).Items {
 		if p.Labels["app"] != app {
 			continue
 		}
 		for i, cs := range p.Status.ContainerStatuses {
+			if reports != "" {
+				p.Status.ContainerStatuses[i].ImageID = reports
+				continue
+			}
 			for _, c := range spec.Containers {
 				if c.Name == cs.Name && strings.Contains(c.Image, "@") {
 					p.Status.ContainerStatuses[i].ImageID = c.Image

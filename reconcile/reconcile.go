@@ -23,8 +23,9 @@ import (
 
 // Annotations the reconcile keeps on each workload it manages.
 const (
-	// AttemptsAnnotation counts re-images without a completed rollout; at
-	// --max-attempts the workload is locked out. Remove it to re-arm.
+	// AttemptsAnnotation counts re-images without a completed rollout (for a
+	// restart: until a tick sees the newest digest); at --max-attempts the
+	// workload is locked out. Remove it to re-arm.
 	AttemptsAnnotation = "chartpin.dev/reconcile-attempts"
 	// SkipsAnnotation counts consecutive ticks the workload was not settled.
 	SkipsAnnotation = "chartpin.dev/reconcile-skips"
@@ -328,27 +329,48 @@ func (r *Reconciler) decide(p *plan, byID map[string]resolver.Image) {
 	}
 }
 
-// compare reports whether a container runs latest, and why (not).
+// compare reports whether a container runs latest, and why (not). A pod
+// whose imageID carries no repo digest ("" here, e.g. an image config ID) is
+// no evidence of an older build: under a spec pinned to latest it never
+// forces a restart, which would repeat on every tick (lesson 17).
 func compare(spec string, pods []string, repo, latest string) (bool, string) {
 	specRepo, specDig := repository(spec), specDigest(spec)
-	uniq := unique(pods)
+	known, unknown := knownDigests(pods)
 	switch {
 	case specRepo != repo:
 		return false, fmt.Sprintf("spec runs %s, the target is %s", specRepo, repo)
 	case specDig != "" && specDig != latest:
 		return false, "tag moved: spec pins " + short(specDig)
-	case len(uniq) > 1:
-		return false, fmt.Sprintf("skew: ready pods run %d different digests", len(uniq))
-	case len(uniq) == 1 && uniq[0] != latest && specDig == "":
+	case len(known) > 1:
+		return false, fmt.Sprintf("skew: ready pods run %d different digests", len(known))
+	case len(known) == 1 && known[0] != latest && specDig == "":
 		return false, "spec names the tag and pods run an older digest (chart re-rendered the tag): re-pin"
-	case len(uniq) == 1 && uniq[0] != latest:
-		return false, "pods run " + short(uniq[0]) + " under a spec pinned to the newest digest: restart"
-	case len(uniq) == 0 && specDig == "":
+	case len(known) == 1 && known[0] != latest:
+		return false, "pods run " + short(known[0]) + " under a spec pinned to the newest digest: restart"
+	case specDig == "" && len(known) == 0:
 		return false, "spec names the tag and no ready pod shows a digest: pin"
+	case specDig == "" && unknown > 0:
+		return false, fmt.Sprintf("spec names the tag and %d ready pods show no repo digest: pin", unknown)
 	case specDig == "":
 		return true, "pods already run the newest digest under the tag (not rolled for identical content)"
+	case unknown > 0:
+		return true, fmt.Sprintf("spec pins the newest digest; %d ready pods report an imageID without a repo digest (no evidence of an older build): not restarted", unknown)
 	}
 	return true, "runs the newest digest"
+}
+
+// knownDigests splits pod digests into the distinct repo digests (sorted) and
+// a count of pods that report none.
+func knownDigests(pods []string) (known []string, unknown int) {
+	var ds []string
+	for _, d := range pods {
+		if d == "" {
+			unknown++
+			continue
+		}
+		ds = append(ds, d)
+	}
+	return unique(ds), unknown
 }
 
 func runningDigests(spec string, pods []string) []string {

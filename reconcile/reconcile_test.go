@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
@@ -677,8 +676,6 @@ func TestHungRegistryAndAPIFailTheTick(t *testing.T) {
 	}
 }
 
-var _ = schema.GroupVersionResource{}
-
 func TestPinnedSpecWithOlderPodsIsRestarted(t *testing.T) {
 	fx := newFixture(t)
 	// The spec already names the newest digest, but a pod still runs the old
@@ -703,5 +700,123 @@ func TestPinnedSpecWithOlderPodsIsRestarted(t *testing.T) {
 	}
 	if got := patchContainers(p[0]); !slices.Equal(got, []string{"api=" + fx.jm + "@" + fx.jmNew}) {
 		t.Errorf("containers %v", got)
+	}
+	// The completed restart does not re-arm; the next tick, which sees every
+	// pod on the newest digest, does.
+	if got := fx.deployment(ns, "rel-jobs-manager").Annotations[AttemptsAnnotation]; got != "1" {
+		t.Errorf("attempt counter %q after the restart, want 1 until a tick sees the newest digest", got)
+	}
+	res, err = fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := actions(res.Decisions); a["jobs-manager-api"] != ActionNone {
+		t.Errorf("after the restart: actions %v", a)
+	}
+	if _, ok := fx.deployment(ns, "rel-jobs-manager").Annotations[AttemptsAnnotation]; ok {
+		t.Error("a workload seen on the newest digest kept its attempt counter")
+	}
+}
+
+// oneApp is a Deployment "app" (2 replicas, container "app") whose spec is
+// spec and whose pods report imageID, with its targets file.
+func oneApp(t *testing.T, spec func(repo, latest string) string, imageID func(repo, old string) string) (e *env, f *File, repo, old, latest string) {
+	t.Helper()
+	e = newEnv(t)
+	repo = e.reg.Host + "/example/app"
+	old = e.reg.PushIndex(t, "example/app", "old", "linux/amd64", "linux/arm64")
+	latest = e.reg.PushIndex(t, "example/app", "dev", "linux/amd64", "linux/arm64")
+	e.add(deployment(ns, "app", 2, containers("app", spec(repo, latest))))
+	for i := range 2 {
+		e.add(pod(ns, "app", i, "app", imageID(repo, old)))
+	}
+	f = targetsFile(t, fmt.Sprintf("targets:\n  - id: app\n    kind: Deployment\n    namespace: %s\n    name: app\n    container: app\n    image: %s:dev\n", ns, repo))
+	return e, f, repo, old, latest
+}
+
+func TestImageIDWithoutRepoDigestIsNotRestarted(t *testing.T) {
+	// Lesson 17: a runtime that reports an image config ID ("sha256:cfg1",
+	// no repo digest) gives no evidence of an older build. A spec pinned to
+	// the newest digest is left alone on every tick; a spec naming the tag is
+	// pinned once, then left alone.
+	for _, tc := range []struct {
+		name    string
+		spec    func(repo, latest string) string
+		patches int // on the first tick
+	}{
+		{"spec pinned to the newest digest", func(repo, latest string) string { return repo + "@" + latest }, 0},
+		{"spec names the tag", func(repo, _ string) string { return repo + ":dev" }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, f, repo, _, latest := oneApp(t, tc.spec, func(string, string) string { return "sha256:cfg1" })
+			e.setReports("app", "sha256:cfg1")
+			for tick := 1; tick <= 4; tick++ {
+				res, err := e.tick(f)
+				if err != nil {
+					t.Fatalf("tick %d: %v", tick, err)
+				}
+				want := 0
+				if tick == 1 {
+					want = tc.patches
+				}
+				var spec []map[string]any // patches that roll the workload
+				for _, p := range e.patches("app") {
+					if _, ok := p["spec"]; ok {
+						spec = append(spec, p)
+					}
+				}
+				if len(spec) != want {
+					t.Fatalf("tick %d: %d re-image patches %v, want %d; decisions %+v", tick, len(spec), spec, want, res.Decisions)
+				}
+				if tick > 1 && len(e.patches("app")) != 0 {
+					t.Errorf("tick %d: patches %v, want none", tick, e.patches("app"))
+				}
+				if tick == 1 && want == 1 {
+					if got := patchContainers(spec[0]); !slices.Equal(got, []string{"app=" + repo + "@" + latest}) {
+						t.Errorf("pin patch containers %v", got)
+					}
+					continue
+				}
+				d := res.Decisions[0]
+				if d.Action != ActionNone || !strings.Contains(d.Reason, "no evidence of an older build") {
+					t.Errorf("tick %d: decision %+v, want none: no evidence of an older build", tick, d)
+				}
+			}
+			if got := e.deployment(ns, "app").Spec.Template.Spec.Containers[0].Image; got != repo+"@"+latest {
+				t.Errorf("spec %s, want %s@%s", got, repo, latest)
+			}
+			if !strings.Contains(e.logs.String(), "no evidence of an older build") {
+				t.Errorf("the decision was not logged:\n%s", e.logs)
+			}
+		})
+	}
+}
+
+func TestRestartThatChangesNothingReachesLockout(t *testing.T) {
+	// The spec names the newest digest, the pods report an older one, and a
+	// restart does not change what they report: every rollout completes, yet
+	// the attempt counter must climb to the lockout instead of restarting on
+	// every tick (lesson 17).
+	e, f, repo, old, _ := oneApp(t, func(repo, latest string) string { return repo + "@" + latest },
+		func(repo, old string) string { return repo + "@" + old })
+	e.setReports("app", repo+"@"+old)
+	for tick := 1; tick <= 3; tick++ {
+		res, err := e.tick(f)
+		if err != nil {
+			t.Fatalf("tick %d: %v", tick, err)
+		}
+		if len(res.RolledOut) != 1 || len(e.patches("app")) != 1 {
+			t.Fatalf("tick %d: rolled out %v, patches %v; want one restart", tick, res.RolledOut, e.patches("app"))
+		}
+		if got := e.deployment(ns, "app").Annotations[AttemptsAnnotation]; got != fmt.Sprint(tick) {
+			t.Errorf("tick %d: attempt counter %q after a restart, want %d", tick, got, tick)
+		}
+	}
+	res, err := e.tick(f)
+	if err == nil || !strings.Contains(err.Error(), "locked out") {
+		t.Fatalf("tick 4: err %v, want a lockout", err)
+	}
+	if a := res.Decisions[0].Action; a != ActionLockout || len(e.patches("app")) != 0 {
+		t.Errorf("tick 4: action %s, patches %v; want a lockout and no patch", a, e.patches("app"))
 	}
 }
