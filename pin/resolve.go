@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
-
-	"github.com/Masterminds/semver/v3"
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/discover"
@@ -103,100 +100,69 @@ func resolve(ctx context.Context, charts []*chart, r resolver.Interface, log *sl
 		return err
 	}
 
-	// platforms: a GET only for a digest that is about to be written.
-	var check []*state
-	seen := map[string]bool{}
+	// Without platforms:, the HEAD already says whether a new digest is an
+	// index: a single-arch digest is refused, never pinned silently
+	// (lesson 1; platforms: refuses it too, so there is no opt-out). An
+	// offline lock records no media type, so "" is unknown and not refused.
 	for _, s := range active {
-		if len(s.Platforms) > 0 && s.newDigest != s.Digest && s.Follows == "" && !seen[s.newDigest] {
-			check = append(check, s)
-			seen[s.newDigest] = true
+		if len(s.Platforms) > 0 || s.Follows != "" || s.newDigest == s.Digest {
+			continue
+		}
+		if s.img.MediaType != "" && !s.img.IsIndex() {
+			errs = append(errs, fmt.Errorf("%s: image %s: refusing to pin %s: it is a single-arch manifest (%s), not a multi-arch index: %w; "+
+				"push a multi-arch index for the tag (chartpin pins indexes only), or move %s to a tag that names one",
+				s.Where(), s.ref, s.newDigest, s.img.MediaType, resolver.ErrPlatforms, s.At))
 		}
 	}
+
+	// platforms: one GET per digest, the new one or the one kept, so adding
+	// platforms: later catches a single-arch digest already pinned.
 	var keys []string
 	byDigest := map[string]*state{}
-	for _, s := range check {
-		keys = append(keys, s.newDigest)
-		byDigest[s.newDigest] = s
+	for _, s := range active {
+		if len(s.Platforms) > 0 && s.Follows == "" && byDigest[s.newDigest] == nil {
+			keys = append(keys, s.newDigest)
+			byDigest[s.newDigest] = s
+		}
 	}
 	plats, platErrs := parallel(keys, func(d string) ([]string, error) { return r.Platforms(ctx, byDigest[d].img) })
 	for _, s := range active {
-		if len(s.Platforms) == 0 || s.newDigest == s.Digest || s.Follows != "" {
+		if len(s.Platforms) == 0 || s.Follows != "" {
 			continue
+		}
+		verb := "refusing to pin"
+		if s.newDigest == s.Digest {
+			verb = "the digest already pinned fails platforms:; refusing to keep"
 		}
 		if err := platErrs[s.newDigest]; err != nil {
 			errs = append(errs, fmt.Errorf("%s: image %s: reading platforms of %s: %w", s.Where(), s.ref, s.newDigest, err))
 			continue
 		}
 		if err := resolver.RequirePlatforms(s.ref, plats[s.newDigest], s.Platforms); err != nil {
-			errs = append(errs, fmt.Errorf("%s: image %s: refusing to pin %s: %w", s.Where(), s.ref, s.newDigest, err))
+			errs = append(errs, fmt.Errorf("%s: image %s: %s %s: %w", s.Where(), s.ref, verb, s.newDigest, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// followTarget finds the pin s follows: the one at s.Follows with the same
-// pin key, else the only one there; it may itself follow (chains end).
+// followTarget finds the pin s takes its digest from, by config.FollowRoot
+// (the rule drift shares): the entry at s.Follows with the same pin key,
+// else the only one there; chains are followed to their end.
 func (c *chart) followTarget(s *state) (*state, error) {
-	cur := s
-	for i := 0; cur.Follows != "" && i < 32; i++ {
-		var cands []*state
-		for _, o := range c.pins {
-			if o.At == cur.Follows {
-				cands = append(cands, o)
-			}
-		}
-		var next *state
-		switch {
-		case len(cands) == 1:
-			next = cands[0]
-		case len(cands) > 1:
-			for _, o := range cands {
-				if o.Key == cur.Key {
-					next = o
-				}
-			}
-		}
-		if next == nil {
-			return nil, fmt.Errorf("follows %s: no single pin there to follow", cur.Follows)
-		}
-		cur = next
+	cur, err := config.FollowRoot(c.pins, stateLink, s)
+	if err != nil {
+		return nil, err
 	}
-	if cur.Follows != "" || cur.newDigest == "" {
+	if cur.newDigest == "" {
 		return nil, fmt.Errorf("follows %s: the followed image was not resolved", s.Follows)
 	}
 	return cur, nil
 }
 
-// highest returns the highest full-semver tag (v prefix allowed) in the range.
-// Semantic ordering: 1.9.63-rc.1 ranks below 1.9.63 (lesson 14).
-func highest(tags []string, rng string) (string, error) {
-	c, err := semver.NewConstraint(rng)
-	if err != nil {
-		return "", fmt.Errorf("versions %q: %w", rng, err)
-	}
-	type cand struct {
-		tag string
-		v   *semver.Version
-	}
-	var cands []cand
-	for _, t := range tags {
-		v, err := semver.StrictNewVersion(strings.TrimPrefix(t, "v"))
-		if err != nil || !c.Check(v) {
-			continue
-		}
-		cands = append(cands, cand{t, v})
-	}
-	if len(cands) == 0 {
-		return "", fmt.Errorf("no tag in versions range %q among %d tags; widen the range or push a matching tag", rng, len(tags))
-	}
-	sort.Slice(cands, func(i, j int) bool {
-		if !cands[i].v.Equal(cands[j].v) {
-			return cands[i].v.LessThan(cands[j].v)
-		}
-		return cands[i].tag < cands[j].tag
-	})
-	return cands[len(cands)-1].tag, nil
-}
+func stateLink(s *state) config.Link { return config.Link{At: s.At, Pin: s.Key, Follows: s.Follows} }
+
+// highest is config.HighestInRange, the one range rule pin and drift share.
+func highest(tags []string, rng string) (string, error) { return config.HighestInRange(rng, tags) }
 
 // parallel runs fn once per key concurrently (the resolver bounds requests in flight).
 func parallel[T any](keys []string, fn func(string) (T, error)) (map[string]T, map[string]error) {
