@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -33,7 +34,38 @@ func source(opts Options) chartSource {
 	if opts.OCI != "" {
 		return &ociSource{ref: strings.TrimSuffix(strings.TrimPrefix(opts.OCI, "oci://"), "/") + "/" + opts.Chart}
 	}
-	return &indexSource{url: strings.TrimSuffix(opts.RepoURL, "/") + "/index.yaml", base: opts.RepoURL}
+	u := strings.TrimSuffix(opts.RepoURL, "/") + "/index.yaml"
+	return &indexSource{url: u, shown: redact(u), base: opts.RepoURL}
+}
+
+// redact is raw fit to show in a log line or an error: a password, or a user
+// name alone (often a token), is masked. No credential is ever printed,
+// logged or written.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// Unparseable: mask whatever precedes the last '@' of the authority.
+		scheme, rest, ok := strings.Cut(raw, "://")
+		if !ok {
+			return raw
+		}
+		auth, path := rest, ""
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+			auth, path = rest[:i], rest[i:]
+		}
+		if i := strings.LastIndex(auth, "@"); i >= 0 {
+			return scheme + "://xxxxx@" + auth[i+1:] + path
+		}
+		return raw
+	}
+	if u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); !ok {
+		u.User = url.User("xxxxx")
+		return u.String()
+	}
+	return u.Redacted()
 }
 
 // Newest is the highest semantic version among versions: 1.9.63-rc.1 ranks
@@ -67,22 +99,23 @@ func Newest(versions []string, allowPrerelease bool) (*semver.Version, error) {
 // indexSource is a classic Helm repository: index.yaml plus archives.
 type indexSource struct {
 	url, base string
+	shown     string // url with credentials masked, for logs and errors
 	index     *repo.IndexFile
 }
 
-func (s *indexSource) String() string { return s.url }
+func (s *indexSource) String() string { return s.shown }
 
 func (s *indexSource) latest(ctx context.Context, opts Options) (*semver.Version, error) {
 	data, err := get(ctx, opts, s.url)
 	if err != nil {
-		return nil, fmt.Errorf("fetching repository index %s: %w", s.url, err)
+		return nil, fmt.Errorf("fetching repository index %s: %w", s.shown, err)
 	}
 	idx := &repo.IndexFile{}
 	if err := yaml.Unmarshal(data, idx); err != nil {
-		return nil, fmt.Errorf("parsing repository index %s: %w; is --repo the directory that holds index.yaml?", s.url, err)
+		return nil, fmt.Errorf("parsing repository index %s: %w; is --repo the directory that holds index.yaml?", s.shown, err)
 	}
 	if idx.APIVersion == "" {
-		return nil, fmt.Errorf("parsing repository index %s: no apiVersion: is --repo the directory that holds index.yaml?", s.url)
+		return nil, fmt.Errorf("parsing repository index %s: no apiVersion: is --repo the directory that holds index.yaml?", s.shown)
 	}
 	s.index = idx
 	var versions []string
@@ -93,11 +126,11 @@ func (s *indexSource) latest(ctx context.Context, opts Options) (*semver.Version
 		versions = append(versions, cv.Version)
 	}
 	if len(versions) == 0 {
-		return nil, fmt.Errorf("repository index %s has no chart %q: check --chart", s.url, opts.Chart)
+		return nil, fmt.Errorf("repository index %s has no chart %q: check --chart", s.shown, opts.Chart)
 	}
 	v, err := Newest(versions, opts.AllowPrerelease)
 	if err != nil {
-		return nil, fmt.Errorf("chart %q in %s: %w", opts.Chart, s.url, err)
+		return nil, fmt.Errorf("chart %q in %s: %w", opts.Chart, s.shown, err)
 	}
 	return v, nil
 }
@@ -111,47 +144,59 @@ func (s *indexSource) fetch(ctx context.Context, opts Options, version string) (
 		}
 	}
 	if cv == nil {
-		return nil, fmt.Errorf("chart %q %s vanished from %s between reads", opts.Chart, version, s.url)
+		return nil, fmt.Errorf("chart %q %s vanished from %s between reads", opts.Chart, version, s.shown)
 	}
 	u, err := repo.ResolveReferenceURL(s.base, cv.URLs[0])
 	if err != nil {
-		return nil, fmt.Errorf("chart %q %s in %s: archive URL %q: %w", opts.Chart, version, s.url, cv.URLs[0], err)
+		return nil, fmt.Errorf("chart %q %s in %s: archive URL %q: %w", opts.Chart, version, s.shown, redact(cv.URLs[0]), err)
 	}
 	data, err := get(ctx, opts, u)
 	if err != nil {
-		return nil, fmt.Errorf("downloading chart %q %s from %s: %w", opts.Chart, version, u, err)
+		return nil, fmt.Errorf("downloading chart %q %s from %s: %w", opts.Chart, version, redact(u), err)
 	}
 	if cv.Digest != "" {
 		sum := sha256.Sum256(data)
 		if got := hex.EncodeToString(sum[:]); got != cv.Digest {
-			return nil, fmt.Errorf("chart archive %s: sha256 %s, but %s says %s: the repository is inconsistent, republish the chart", u, got, s.url, cv.Digest)
+			return nil, fmt.Errorf("chart archive %s: sha256 %s, but %s says %s: the repository is inconsistent, republish the chart", redact(u), got, s.shown, cv.Digest)
 		}
 	}
-	return loadArchive(data, u, opts.Chart, version)
+	return loadArchive(data, redact(u), opts.Chart, version)
 }
 
-// get reads url within one request timeout.
-func get(ctx context.Context, opts Options, url string) ([]byte, error) {
+// get reads rawURL within one request timeout. Credentials in rawURL are
+// sent (basic auth) and never shown.
+func get(ctx context.Context, opts Options, rawURL string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	shown := redact(rawURL)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return nil, err
+		// A *url.Error quotes the whole URL: keep only the reason.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("GET %s: invalid URL: %w", shown, err)
 	}
 	resp, err := opts.HTTPClient.Do(req)
 	if err != nil {
+		// net/http masks a password in *url.Error, but not a lone user name.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = shown
+		}
 		return nil, timeoutHint(ctx, opts, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", shown, resp.Status)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxDownload+1))
 	if err != nil {
 		return nil, timeoutHint(ctx, opts, err)
 	}
 	if len(data) > maxDownload {
-		return nil, fmt.Errorf("GET %s: larger than %d bytes", url, maxDownload)
+		return nil, fmt.Errorf("GET %s: larger than %d bytes", shown, maxDownload)
 	}
 	return data, nil
 }
