@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -27,6 +28,9 @@ type copyHit struct {
 	node     *yaml.Node // set for a scalar of the chart's values.yaml
 	newValue string
 	conflict string // non-empty: the old digest moves to two different digests
+	// keep is why the copy is listed but never rewritten ("" = rewritten
+	// under --rewrite-copies); its CopyChange.New is then "".
+	keep string
 }
 
 // move is an old digest and what replaces it.
@@ -56,9 +60,10 @@ func (c *chart) moves() map[string]*move {
 	return out
 }
 
-// findCopies searches values.yaml scalars (other than pins and tags) and
-// every other file of the chart for old digests. Comment lines are never
-// touched, as in values.yaml.
+// findCopies searches values.yaml scalars (other than pins and tags),
+// values.yaml comments, and every line of every other file of the chart
+// (comment lines included) for old digests. A file it cannot search is an
+// error, never a silent skip.
 func (c *chart) findCopies() ([]copyHit, error) {
 	moves := c.moves()
 	if len(moves) == 0 {
@@ -70,7 +75,18 @@ func (c *chart) findCopies() ([]copyHit, error) {
 		own[s.TagNode] = true
 	}
 	var hits []copyHit
+	var scalars [][2]int // byte spans of every scalar of values.yaml
 	err := c.values.Walk(func(_ string, key, v *yaml.Node) error {
+		for _, n := range []*yaml.Node{key, v} {
+			if n == nil || n.Kind != yaml.ScalarNode {
+				continue
+			}
+			// A span that cannot be computed counts as comment text: the
+			// copy is then listed rather than missed.
+			if sc, err := c.values.Scalar(n); err == nil {
+				scalars = append(scalars, [2]int{sc.Start, sc.End})
+			}
+		}
 		if v.Kind != yaml.ScalarNode || own[v] {
 			return nil
 		}
@@ -89,7 +105,9 @@ func (c *chart) findCopies() ([]copyHit, error) {
 	if err != nil {
 		return nil, err
 	}
+	hits = append(hits, c.commentCopies(moves, scalars)...)
 	var paths []string
+	links := map[string]bool{}
 	err = filepath.WalkDir(c.dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -100,8 +118,25 @@ func (c *chart) findCopies() ([]copyHit, error) {
 			}
 			return nil
 		}
-		if d.Type().IsRegular() && path != c.values.Name {
+		switch {
+		case path == c.values.Name:
+		case d.Type().IsRegular():
 			paths = append(paths, path)
+		case d.Type()&fs.ModeSymlink != 0:
+			// Helm follows links when it loads a chart; search what they
+			// reach, but never write through one (atomicfile would replace
+			// the link with a file).
+			fi, err := os.Stat(path)
+			if err != nil {
+				return fmt.Errorf("%s: %w; fix or remove the link", path, err)
+			}
+			if !fi.Mode().IsRegular() {
+				return fmt.Errorf("%s: a link to a %s, which is not searched; replace it with the files it holds", path, fi.Mode().Type())
+			}
+			paths = append(paths, path)
+			links[path] = true
+		default:
+			return fmt.Errorf("%s: a %s, which cannot be searched; remove it from the chart directory", path, d.Type())
 		}
 		return nil
 	})
@@ -111,27 +146,31 @@ func (c *chart) findCopies() ([]copyHit, error) {
 	sort.Strings(paths)
 	for _, path := range paths {
 		fi, err := os.Stat(path)
-		if err != nil || fi.Size() > maxCopyFile {
-			continue
+		if err != nil {
+			return nil, fmt.Errorf("searching %s for copies of old digests: %w; make it readable or remove it from the chart", path, err)
+		}
+		if fi.Size() > maxCopyFile {
+			return nil, fmt.Errorf("searching %s for copies of old digests: %d bytes, larger than the %d MiB searched; it may hold a stale digest: remove it from the chart directory or check it by hand", path, fi.Size(), maxCopyFile>>20)
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("searching for copies: %w", err)
+			return nil, fmt.Errorf("searching %s for copies of old digests: %w; make it readable or remove it from the chart", path, err)
 		}
 		if bytes.IndexByte(data, 0) >= 0 {
-			continue // binary (a packaged subchart)
+			continue // binary (a packaged subchart): no text line to rewrite
 		}
 		for i, line := range bytes.SplitAfter(data, []byte("\n")) {
-			if bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte("#")) {
-				continue
-			}
 			for _, m := range moves {
 				if bytes.Contains(line, []byte(m.oldHex)) {
 					_, oldTok, newTok := rewrite(string(line), moves)
-					hits = append(hits, copyHit{
+					h := copyHit{
 						CopyChange: CopyChange{File: path, Line: i + 1, Pin: m.pin, Old: oldTok, New: newTok},
 						conflict:   m.conflict,
-					})
+					}
+					if links[path] {
+						h.New, h.keep = "", "reached through a symbolic link: listed, never rewritten through it; update its target by hand"
+					}
+					hits = append(hits, h)
 					break
 				}
 			}
@@ -202,13 +241,13 @@ func isTagChar(b byte) bool {
 func isRefChar(b byte) bool { return isTagChar(b) || b == '/' || b == ':' }
 
 // rewriteFiles applies the copies in files other than values.yaml, line by
-// line, leaving comment lines alone.
+// line, comment lines included (they are not values.yaml's YAML).
 func (c *chart) rewriteFiles(hits []copyHit) ([]FileChange, error) {
 	moves := c.moves()
 	seen := map[string]bool{}
 	var out []FileChange
 	for _, h := range hits {
-		if h.node != nil || seen[h.File] {
+		if h.node != nil || h.keep != "" || seen[h.File] {
 			continue
 		}
 		seen[h.File] = true
@@ -218,11 +257,8 @@ func (c *chart) rewriteFiles(hits []copyHit) ([]FileChange, error) {
 		}
 		var after bytes.Buffer
 		for _, line := range bytes.SplitAfter(before, []byte("\n")) {
-			if !bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte("#")) {
-				s, _, _ := rewrite(string(line), moves)
-				line = []byte(s)
-			}
-			after.Write(line)
+			s, _, _ := rewrite(string(line), moves)
+			after.WriteString(s)
 		}
 		out = append(out, FileChange{Path: h.File, Before: before, After: after.Bytes()})
 	}
@@ -231,9 +267,102 @@ func (c *chart) rewriteFiles(hits []copyHit) ([]FileChange, error) {
 
 func copiesError(hits []copyHit) error {
 	var lines []string
+	kept := false
 	for _, h := range hits {
-		lines = append(lines, fmt.Sprintf("  %s:%d: %s (old digest of %s)", h.File, h.Line, h.Old, h.Pin))
+		l := fmt.Sprintf("  %s:%d: %s (old digest of %s)", h.File, h.Line, h.Old, h.Pin)
+		if h.keep != "" {
+			l += ": " + h.keep
+			kept = true
+		}
+		lines = append(lines, l)
 	}
-	return errors.New("the old digest of a moving pin is copied elsewhere in the chart; rerun with --rewrite-copies to update them, or remove them:\n" +
-		strings.Join(lines, "\n"))
+	msg := "the old digest of a moving pin is copied elsewhere in the chart; rerun with --rewrite-copies to update them, or remove them"
+	if kept {
+		msg += " (--rewrite-copies lists values.yaml comments but never edits them)"
+	}
+	return errors.New(msg + ":\n" + strings.Join(lines, "\n"))
+}
+
+// commentCopies finds old digests in values.yaml outside every scalar: in
+// comments. They are listed, never rewritten: yamledit keeps values.yaml's
+// comments byte for byte, and commented-out YAML is never touched (PRODUCT).
+func (c *chart) commentCopies(moves map[string]*move, scalars [][2]int) []copyHit {
+	data := c.values.Data
+	inScalar := func(off int) bool {
+		for _, sp := range scalars {
+			if off >= sp[0] && off < sp[1] {
+				return true
+			}
+		}
+		return false
+	}
+	var hits []copyHit
+	lineStart, lineNo := 0, 1
+	for lineStart < len(data) {
+		end := bytes.IndexByte(data[lineStart:], '\n')
+		if end < 0 {
+			end = len(data)
+		} else {
+			end += lineStart + 1
+		}
+		line := data[lineStart:end]
+		for _, m := range moves {
+			i := bytes.Index(line, []byte(m.oldHex))
+			for i >= 0 && inScalar(lineStart+i) {
+				j := bytes.Index(line[i+1:], []byte(m.oldHex))
+				if j < 0 {
+					i = -1
+					break
+				}
+				i += 1 + j
+			}
+			if i < 0 {
+				continue
+			}
+			text := commentText(line, lineStart, inScalar)
+			_, oldTok, _ := rewrite(text, moves)
+			keep := "a comment in values.yaml: listed, never rewritten; update or remove it by hand"
+			if commentedOutYAML(text) {
+				keep = "commented-out YAML in values.yaml: never rewritten; update or remove it by hand"
+			}
+			hits = append(hits, copyHit{
+				CopyChange: CopyChange{File: c.values.Name, Line: lineNo, Pin: m.pin, Old: oldTok},
+				conflict:   m.conflict, keep: keep,
+			})
+			break
+		}
+		lineStart, lineNo = end, lineNo+1
+	}
+	return hits
+}
+
+// commentText is the text after the '#' that starts the comment of line
+// (at offset base in the file), trimmed of blanks and line ends.
+func commentText(line []byte, base int, inScalar func(int) bool) string {
+	for i, b := range line {
+		if b == '#' && !inScalar(base+i) && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t') {
+			return strings.TrimSpace(string(line[i+1:]))
+		}
+	}
+	return strings.TrimSpace(string(line))
+}
+
+// commentedOutYAMLRe: a comment reading as a YAML key with a plain
+// (space-free) name, or a sequence item, is commented-out YAML, such as
+// "# digest: sha256:…" or "# - image: repo@sha256:…". Prose that merely
+// holds a colon ("# pinned by hand: sha256:…") is not.
+var commentedOutYAMLRe = regexp.MustCompile(`^(- |-$|[A-Za-z0-9_.\-/"']+:(\s|$))`)
+
+// commentedOutYAML reports whether comment text is a YAML mapping entry or
+// sequence item that parses.
+func commentedOutYAML(text string) bool {
+	if !commentedOutYAMLRe.MatchString(text) {
+		return false
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(text), &n); err != nil || len(n.Content) == 0 {
+		return false
+	}
+	k := n.Content[0].Kind
+	return k == yaml.MappingNode || k == yaml.SequenceNode
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/chartpin/chartpin/ghactions"
 )
 
 // Text is the human summary: per chart, each pin and what happened to it.
@@ -26,19 +28,56 @@ func (r *Result) Text() string {
 			fmt.Fprintf(&b, "  %s %s:%d %s %s %s -> %s%s\n", state, rel(p.File), p.Line, p.Path, p.Image, short(p.OldDigest), short(p.NewDigest), from)
 		}
 		for _, cp := range c.Copies {
+			if cp.New == "" {
+				fmt.Fprintf(&b, "  LEFT    %s:%d %s (a values.yaml comment or a linked file, never rewritten: update it by hand)\n", rel(cp.File), cp.Line, cp.Old)
+				continue
+			}
 			fmt.Fprintf(&b, "  copy    %s:%d %s -> %s\n", rel(cp.File), cp.Line, cp.Old, cp.New)
 		}
 		for _, s := range c.Skipped {
 			fmt.Fprintf(&b, "  SKIPPED %s:%d %s: %s\n", rel(s.File), s.Line, s.Path, s.Problem)
 		}
-		if c.NewVersion != c.OldVersion || c.NewAppVersion != c.OldAppVersion {
-			fmt.Fprintf(&b, "  version %s -> %s, appVersion %s -> %s\n", c.OldVersion, c.NewVersion, c.OldAppVersion, c.NewAppVersion)
+		if v := versionChange(c, func(a, b string) string { return a + " -> " + b }); v != "" {
+			fmt.Fprintf(&b, "  %s\n", v)
 		}
 	}
 	if !r.Changed() {
-		b.WriteString("nothing to do: every pin is current\n")
+		if n := r.skipped(); n > 0 {
+			fmt.Fprintf(&b, "nothing written: every pinned image is current, but %d %s not pinned (SKIPPED above)\n", n, plural(n, "pin is", "pins are"))
+		} else {
+			b.WriteString("nothing to do: every pin is current\n")
+		}
 	}
 	return b.String()
+}
+
+// versionChange renders "version A -> B, appVersion C -> D", each pair
+// through arrow; a chart without appVersion before and after shows only its
+// version, one that gains it shows "(none)"; "" means nothing moved.
+func versionChange(c ChartResult, arrow func(from, to string) string) string {
+	if c.NewVersion == c.OldVersion && c.NewAppVersion == c.OldAppVersion {
+		return ""
+	}
+	s := "version " + arrow(c.OldVersion, c.NewVersion)
+	if c.OldAppVersion != "" || c.NewAppVersion != "" {
+		s += ", appVersion " + arrow(orNone(c.OldAppVersion), orNone(c.NewAppVersion))
+	}
+	return s
+}
+
+func (r *Result) skipped() int {
+	n := 0
+	for _, c := range r.Charts {
+		n += len(c.Skipped)
+	}
+	return n
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // Markdown is a table per chart: image, tag, old → new digest, platforms;
@@ -46,7 +85,7 @@ func (r *Result) Text() string {
 func (r *Result) Markdown() string {
 	var b strings.Builder
 	for _, c := range r.Charts {
-		fmt.Fprintf(&b, "### %s\n\n", c.Name)
+		fmt.Fprintf(&b, "### %s\n\n", ghactions.Text(c.Name))
 		var moved []Change
 		for _, p := range c.Pins {
 			if p.Changed {
@@ -58,28 +97,46 @@ func (r *Result) Markdown() string {
 		} else {
 			b.WriteString("| image | tag | old → new digest | platforms |\n|---|---|---|---|\n")
 			for _, p := range moved {
-				tag := "`" + p.Tag + "`"
+				// Repository values are rendered as escaped inline code: a
+				// hostile tag must not break the table or inject markup.
+				tag := ghactions.Code(p.Tag)
 				if p.OldTag != "" && p.OldTag != p.Tag {
-					tag = "`" + p.OldTag + "` → `" + p.Tag + "`"
+					tag = ghactions.Code(p.OldTag) + " → " + ghactions.Code(p.Tag)
 				}
-				fmt.Fprintf(&b, "| `%s` | %s | `%s` → `%s` | %s |\n", repoOf(p.Image), tag, short(p.OldDigest), short(p.NewDigest), strings.Join(p.Platforms, ", "))
+				fmt.Fprintf(&b, "| %s | %s | %s → %s | %s |\n", ghactions.Code(repoOf(p.Image)), tag,
+					ghactions.Code(short(p.OldDigest)), ghactions.Code(short(p.NewDigest)), ghactions.Text(strings.Join(p.Platforms, ", ")))
 			}
 			b.WriteString("\n")
 		}
-		if c.NewVersion != c.OldVersion || c.NewAppVersion != c.OldAppVersion {
-			fmt.Fprintf(&b, "Chart version `%s` → `%s`, appVersion `%s` → `%s`.\n\n", c.OldVersion, c.NewVersion, c.OldAppVersion, c.NewAppVersion)
+		if v := versionChange(c, func(a, b string) string { return ghactions.Code(a) + " → " + ghactions.Code(b) }); v != "" {
+			fmt.Fprintf(&b, "Chart %s.\n\n", v)
 		}
-		if len(c.Copies) > 0 {
+		var rewritten, left []CopyChange
+		for _, cp := range c.Copies {
+			if cp.New == "" {
+				left = append(left, cp)
+			} else {
+				rewritten = append(rewritten, cp)
+			}
+		}
+		if len(rewritten) > 0 {
 			b.WriteString("Copies of old digests rewritten:\n\n")
-			for _, cp := range c.Copies {
-				fmt.Fprintf(&b, "- `%s:%d`\n", relTo(c.Dir, cp.File), cp.Line)
+			for _, cp := range rewritten {
+				fmt.Fprintf(&b, "- %s\n", ghactions.Code(fmt.Sprintf("%s:%d", relTo(c.Dir, cp.File), cp.Line)))
+			}
+			b.WriteString("\n")
+		}
+		if len(left) > 0 {
+			b.WriteString("Copies of old digests left as they are (values.yaml comments and linked files are never rewritten; update them by hand):\n\n")
+			for _, cp := range left {
+				fmt.Fprintf(&b, "- %s\n", ghactions.Code(fmt.Sprintf("%s:%d", relTo(c.Dir, cp.File), cp.Line)))
 			}
 			b.WriteString("\n")
 		}
 		if len(c.Skipped) > 0 {
 			b.WriteString("Not pinned (image unknown):\n\n")
 			for _, s := range c.Skipped {
-				fmt.Fprintf(&b, "- `%s` (%s:%d): %s\n", s.Path, relTo(c.Dir, s.File), s.Line, s.Problem)
+				fmt.Fprintf(&b, "- %s (%s): %s\n", ghactions.Code(s.Path), ghactions.Text(fmt.Sprintf("%s:%d", relTo(c.Dir, s.File), s.Line)), ghactions.Text(s.Problem))
 			}
 			b.WriteString("\n")
 		}
