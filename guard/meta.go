@@ -107,7 +107,7 @@ func (g *guard) published(ctx context.Context, name, version string) (bool, stri
 	if g.o.index != "" {
 		ok, err := g.inIndex(ctx, name, version)
 		if err != nil || ok {
-			return ok, g.o.index, err
+			return ok, redactURL(g.o.index), err
 		}
 	}
 	if g.o.oci != "" {
@@ -151,15 +151,15 @@ func (g *guard) inIndex(ctx context.Context, name, version string) (bool, error)
 		defer cancel()
 		req, err := http.NewRequestWithContext(tctx, http.MethodGet, g.o.index, nil)
 		if err != nil {
-			return false, err
+			return false, redactErr(err)
 		}
 		resp, err := g.o.client.Do(req)
 		if err != nil {
-			return false, fmt.Errorf("fetching the index: %w", err)
+			return false, fmt.Errorf("fetching the index: %w", redactErr(err))
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return false, fmt.Errorf("fetching the index %s: %s", g.o.index, resp.Status)
+			return false, fmt.Errorf("fetching the index %s: %s", redactURL(g.o.index), resp.Status)
 		}
 		if data, err = io.ReadAll(resp.Body); err != nil {
 			return false, fmt.Errorf("fetching the index: %w", err)
@@ -172,10 +172,10 @@ func (g *guard) inIndex(ctx context.Context, name, version string) (bool, error)
 	}
 	var idx index
 	if err := yaml.Unmarshal(data, &idx); err != nil {
-		return false, fmt.Errorf("%s: not a Helm index: %w", g.o.index, err)
+		return false, fmt.Errorf("%s: not a Helm index: %w", redactURL(g.o.index), err)
 	}
 	if idx.APIVersion == "" {
-		return false, fmt.Errorf("%s: no apiVersion; not a Helm repository index.yaml", g.o.index)
+		return false, fmt.Errorf("%s: no apiVersion; not a Helm repository index.yaml", redactURL(g.o.index))
 	}
 	for _, e := range idx.Entries[name] {
 		if e.Version == version || sameVersion(e.Version, version) {
