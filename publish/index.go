@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -90,16 +91,23 @@ func publishIndex(ctx context.Context, md *chart.Metadata, res *Result, o Option
 
 func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Options) (*IndexResult, error) {
 	stable := !res.Prerelease
-	dir := o.IndexDir
+	stableDir := o.IndexDir
+	if o.PagesBranch != "" {
+		stableDir = "."
+	}
+	// Each index's URLs are its own base's; a prerelease index also maps the
+	// stable base onto the stable root, so a URL that points there (as
+	// chartpin wrote before it derived the prerelease base) is checked and
+	// found missing rather than waved through as hosted elsewhere.
+	dir, base := stableDir, o.BaseURL
+	roots := []urlRoot{{base, dir}}
 	if res.Prerelease {
-		dir = o.PrereleaseIndex
+		dir, base = o.PrereleaseIndex, o.PrereleaseBaseURL
+		roots = []urlRoot{{base, dir}, {o.BaseURL, stableDir}}
 	}
 	var st = newDirStore()
 	var gs *gitStore
 	if o.PagesBranch != "" {
-		if !res.Prerelease {
-			dir = "."
-		}
 		b, err := o.Repo.Fetch(ctx, o.PagesBranch)
 		if err != nil {
 			return nil, err
@@ -115,7 +123,7 @@ func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Op
 	switch {
 	case err == nil:
 		// Refuse to extend an index that is already wrong.
-		if _, err := checkIndex(st, dir, stable, o.BaseURL); err != nil {
+		if _, err := checkIndex(st, dir, stable, roots); err != nil {
 			return nil, fmt.Errorf("refusing to add %s %s: %w", res.Name, res.Version, err)
 		}
 		if idx, err = loadIndex(existing); err != nil {
@@ -158,7 +166,7 @@ func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Op
 			return nil, err
 		}
 	}
-	if err := idx.MustAdd(md, res.Filename, o.BaseURL, res.Digest); err != nil {
+	if err := idx.MustAdd(md, res.Filename, base, res.Digest); err != nil {
 		return nil, fmt.Errorf("adding %s %s to the index: %w", res.Name, res.Version, err)
 	}
 	now := o.Now().UTC()
@@ -173,17 +181,26 @@ func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Op
 	if err != nil {
 		return nil, fmt.Errorf("encoding index: %w", err)
 	}
+	// Check the new index before it is live: a refused index is never
+	// written (the tarball it would point at is, and is harmless alone).
+	check, err := checkIndexData(st, dir, data, stable, roots)
+	if err != nil {
+		return nil, fmt.Errorf("refusing to add %s %s, the index was not written: %w", res.Name, res.Version, err)
+	}
+	if err := requireEntry(st.where(dir), data, res); err != nil {
+		return nil, err
+	}
 	if err := st.write(idxPath, data); err != nil {
 		return nil, err
 	}
 	out.Action = Added
-	// Re-read what was written and check it before anyone can fetch it.
-	check, err := checkIndex(st, dir, stable, o.BaseURL)
-	if err != nil {
-		return out, fmt.Errorf("after adding %s %s: %w", res.Name, res.Version, err)
-	}
-	if err := requireEntry(st, dir, res); err != nil {
-		return out, err
+	// Re-read what was written: the checked bytes must be what is served.
+	if got, err := st.read(idxPath); err != nil || !bytes.Equal(got, data) {
+		if _, cerr := checkIndex(st, dir, stable, roots); cerr != nil {
+			err = cerr
+		}
+		return out, fmt.Errorf("%w: after adding %s %s, %s reads back with other bytes than were checked (%v); restore it from the previous release and re-run",
+			failure.ErrFindings, res.Name, res.Version, idxPath, err)
 	}
 	out.Entries, out.Unverified = check.Entries, check.Unverified
 	if gs == nil {
@@ -202,18 +219,18 @@ func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Op
 	out.Commit = c.Hash.String()
 	// Re-read from the pushed commit, not from our staging area.
 	pushed := &gitStore{repo: o.Repo, branch: gitops.Branch{Name: o.PagesBranch, Exists: true, Tip: c.Hash}, staged: map[string][]byte{}}
-	if _, err := checkIndex(pushed, dir, stable, o.BaseURL); err != nil {
+	if _, err := checkIndex(pushed, dir, stable, roots); err != nil {
 		return out, fmt.Errorf("after pushing %s: %w", short(c.Hash.String()), err)
 	}
-	return out, requireEntry(pushed, dir, res)
+	pushedIndex, err := pushed.read(idxPath)
+	if err != nil {
+		return out, fmt.Errorf("re-reading %s after pushing %s: %w", pushed.where(dir), short(c.Hash.String()), err)
+	}
+	return out, requireEntry(pushed.where(dir), pushedIndex, res)
 }
 
-// requireEntry checks the index lists res with its digest exactly once.
-func requireEntry(st store, dir string, res *Result) error {
-	data, err := st.read(st.join(dir, indexName))
-	if err != nil {
-		return err
-	}
+// requireEntry checks the index bytes list res with its digest exactly once.
+func requireEntry(where string, data []byte, res *Result) error {
 	var raw rawIndex
 	if err := yaml.Unmarshal(data, &raw); err != nil {
 		return err
@@ -225,8 +242,8 @@ func requireEntry(st store, dir string, res *Result) error {
 		}
 	}
 	if n != 1 {
-		return fmt.Errorf("%w: %s lists %s %s with digest %s %d times after the write, want once",
-			failure.ErrFindings, st.where(dir), res.Name, res.Version, short(res.Digest), n)
+		return fmt.Errorf("%w: %s lists %s %s with digest %s %d times, want once",
+			failure.ErrFindings, where, res.Name, res.Version, short(res.Digest), n)
 	}
 	return nil
 }
@@ -280,16 +297,43 @@ type CheckReport struct {
 // local tarball matching its recorded digest. Problems come back as one error
 // wrapping failure.ErrFindings.
 func CheckIndex(dir string, stable bool, baseURL string) (CheckReport, error) {
-	return checkIndex(dirStore{}, dir, stable, baseURL)
+	return checkIndex(dirStore{}, dir, stable, []urlRoot{{baseURL, dir}})
 }
 
-func checkIndex(st store, dir string, stable bool, baseURL string) (CheckReport, error) {
-	var rep CheckReport
-	where := st.where(dir)
+// urlRoot says that tarball URLs under base are files under dir.
+type urlRoot struct{ base, dir string }
+
+// local maps an absolute URL onto the store by the longest matching base.
+func local(st store, roots []urlRoot, u string) (string, bool) {
+	dir, rest, n := "", "", 0
+	for _, r := range roots {
+		b := strings.TrimRight(r.base, "/") + "/"
+		if r.base != "" && len(b) > n && strings.HasPrefix(u, b) {
+			dir, rest, n = r.dir, strings.TrimPrefix(u, b), len(b)
+		}
+	}
+	if n == 0 {
+		return "", false
+	}
+	if p, err := url.PathUnescape(rest); err == nil {
+		rest = p
+	}
+	return st.join(dir, rest), true
+}
+
+func checkIndex(st store, dir string, stable bool, roots []urlRoot) (CheckReport, error) {
 	data, err := st.read(st.join(dir, indexName))
 	if err != nil {
-		return rep, fmt.Errorf("re-reading %s/%s: %w", where, indexName, err)
+		return CheckReport{}, fmt.Errorf("re-reading %s/%s: %w", st.where(dir), indexName, err)
 	}
+	return checkIndexData(st, dir, data, stable, roots)
+}
+
+// checkIndexData checks index bytes meant for dir/index.yaml; absolute
+// tarball URLs resolve through roots, relative ones against dir.
+func checkIndexData(st store, dir string, data []byte, stable bool, roots []urlRoot) (CheckReport, error) {
+	var rep CheckReport
+	where := st.where(dir)
 	var raw rawIndex
 	if err := yaml.Unmarshal(data, &raw); err != nil {
 		return rep, fmt.Errorf("%w: %s/%s does not parse: %v", failure.ErrFindings, where, indexName, err)
@@ -304,7 +348,6 @@ func checkIndex(st store, dir string, stable bool, baseURL string) (CheckReport,
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	base := strings.TrimRight(baseURL, "/") + "/"
 	for _, name := range names {
 		seen := map[string]string{}
 		for i, e := range raw.Entries[name] {
@@ -332,27 +375,25 @@ func checkIndex(st store, dir string, stable bool, baseURL string) (CheckReport,
 				add("%s %s: no urls", name, e.Version)
 				continue
 			}
-			local, ok := "", false
-			switch u := e.URLs[0]; {
-			case !strings.Contains(u, "://"):
-				local, ok = u, true
-			case baseURL != "" && strings.HasPrefix(u, base):
-				local, ok = strings.TrimPrefix(u, base), true
+			u := e.URLs[0]
+			file, ok := st.join(dir, u), true
+			if strings.Contains(u, "://") {
+				file, ok = local(st, roots, u)
 			}
 			if !ok {
 				rep.Unverified++
 				continue
 			}
-			tgz, err := st.read(st.join(dir, local))
+			tgz, err := st.read(file)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
-				add("%s %s: tarball %s is missing", name, e.Version, local)
+				add("%s %s: tarball %s is missing (url %s looked for %s)", name, e.Version, path.Base(filepath.ToSlash(file)), u, st.where(file))
 			case err != nil:
-				add("%s %s: reading %s: %v", name, e.Version, local, err)
+				add("%s %s: reading %s: %v", name, e.Version, file, err)
 			case e.Digest == "":
 				add("%s %s: no digest recorded", name, e.Version)
 			case sha256hex(tgz) != strings.TrimPrefix(e.Digest, "sha256:"):
-				add("%s %s: digest mismatch: index says %s, %s has %s", name, e.Version, short(e.Digest), local, short(sha256hex(tgz)))
+				add("%s %s: digest mismatch: index says %s, %s has %s", name, e.Version, short(e.Digest), st.where(file), short(sha256hex(tgz)))
 			}
 		}
 	}

@@ -88,12 +88,26 @@ func TestPagesBranch(t *testing.T) {
 	if strings.Contains(stable, "rc.1") || !strings.Contains(stable, "version: 1.0.1") || !strings.Contains(stable, "version: 1.0.0") {
 		t.Fatalf("stable index:\n%s", stable)
 	}
-	if pre := git(t, bare, "show", "gh-pages:prerelease/index.yaml"); !strings.Contains(pre, "version: 1.1.0-rc.1") {
+	if pre := git(t, bare, "show", "gh-pages:prerelease/index.yaml"); !strings.Contains(pre, "version: 1.1.0-rc.1") ||
+		!strings.Contains(pre, "- https://acme.github.io/charts/prerelease/app-1.1.0-rc.1.tgz") {
 		t.Fatalf("prerelease index:\n%s", pre)
 	}
 
 	// 1.0.0 again with other bytes: refused, nothing pushed.
 	tip := git(t, bare, "rev-parse", "gh-pages")
+	// The prerelease index at the branch root is the stable index (lesson
+	// 12); outside the branch it is nowhere: refused, nothing pushed.
+	writeChart(t, chartDir, "1.2.0-rc.1", "1.2.0-rc.1", "0.9")
+	for _, p := range []string{".", "./", "/", "prerelease/..", "../prerelease"} {
+		bad := o
+		bad.PrereleaseIndex = p
+		if _, err := Publish(ctx, chartDir, bad); failure.Code(err) != 2 {
+			t.Errorf("--pages-branch gh-pages --prerelease-index %q = %v (exit %d), want exit 2", p, err, failure.Code(err))
+		}
+	}
+	if git(t, bare, "rev-parse", "gh-pages") != tip {
+		t.Fatal("refused prerelease publish pushed to gh-pages")
+	}
 	writeChart(t, chartDir, "1.0.0", "1.0.0", "0.9")
 	_, err = Publish(ctx, chartDir, o)
 	if !errors.Is(err, ErrPublished) || failure.Code(err) != 1 {

@@ -12,13 +12,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 
+	"github.com/chartpin/chartpin/chartbump"
 	"github.com/chartpin/chartpin/gitops"
 	"github.com/chartpin/chartpin/internal/failure"
 )
@@ -44,8 +47,12 @@ type Options struct {
 	// PrereleaseIndex is where prereleases go: a directory, or a path inside
 	// PagesBranch. Without it a prerelease is refused for index targets.
 	PrereleaseIndex string
-	// BaseURL prefixes tarball URLs in the index (empty: relative URLs).
+	// BaseURL prefixes tarball URLs in the stable index (empty: relative URLs).
 	BaseURL string
+	// PrereleaseBaseURL prefixes tarball URLs in the prerelease index. When
+	// empty it is BaseURL plus PrereleaseIndex's path below the stable root;
+	// it is required when BaseURL is set and PrereleaseIndex lies elsewhere.
+	PrereleaseBaseURL string
 
 	// OCI is an oci://host/path target; the chart lands at path/NAME:VERSION.
 	OCI string
@@ -137,9 +144,9 @@ func Publish(ctx context.Context, chartDir string, opts Options) (*Result, error
 		return nil, failure.Input(fmt.Errorf("--app-version %s disagrees with %s/Chart.yaml appVersion %s; bump the chart (chartpin bump) or drop --app-version",
 			opts.AppVersion, chartDir, md.AppVersion))
 	}
-	v, err := semver.StrictNewVersion(md.Version)
+	v, err := chartbump.ParseVersion(md.Version)
 	if err != nil {
-		return nil, failure.Input(fmt.Errorf("%s/Chart.yaml version %q is not a semantic version: %w", chartDir, md.Version, err))
+		return nil, failure.Input(fmt.Errorf("%s/Chart.yaml version %q is not a semantic version (X.Y.Z, optional v prefix): %w", chartDir, md.Version, err))
 	}
 	res := &Result{Name: md.Name, Version: md.Version, AppVersion: md.AppVersion, Prerelease: v.Prerelease() != ""}
 	indexed := opts.IndexDir != "" || opts.PagesBranch != ""
@@ -202,10 +209,76 @@ func defaults(o *Options) error {
 		return failure.Input(errors.New("--pages-branch needs a git checkout to push from"))
 	case o.OCI != "" && !strings.HasPrefix(o.OCI, "oci://"):
 		return failure.Input(fmt.Errorf("--oci %q: want oci://HOST/PATH", o.OCI))
-	case o.BaseURL != "" && !strings.HasPrefix(o.BaseURL, "https://") && !strings.HasPrefix(o.BaseURL, "http://"):
+	case o.BaseURL != "" && !isHTTP(o.BaseURL):
 		return failure.Input(fmt.Errorf("--base-url %q: want an http(s) URL", o.BaseURL))
+	case o.PrereleaseBaseURL != "" && !isHTTP(o.PrereleaseBaseURL):
+		return failure.Input(fmt.Errorf("--prerelease-base-url %q: want an http(s) URL", o.PrereleaseBaseURL))
+	case o.PrereleaseBaseURL != "" && strings.TrimRight(o.PrereleaseBaseURL, "/") == strings.TrimRight(o.BaseURL, "/"):
+		return failure.Input(fmt.Errorf("--prerelease-base-url %s is --base-url: prerelease tarball URLs would point into the stable repository; give the URL --prerelease-index is served at",
+			o.PrereleaseBaseURL))
+	case o.PrereleaseBaseURL != "" && o.PrereleaseIndex == "":
+		return failure.Input(errors.New("--prerelease-base-url without --prerelease-index: say where prereleases go"))
+	}
+	if o.PrereleaseIndex == "" || (o.IndexDir == "" && o.PagesBranch == "") {
+		return nil
+	}
+	rel, err := prereleasePath(o)
+	if err != nil {
+		return err
+	}
+	if o.PrereleaseBaseURL == "" && o.BaseURL != "" {
+		if rel == "" {
+			return failure.Input(fmt.Errorf("--prerelease-index %s is not under --index-dir %s, so its tarball URLs cannot be derived from --base-url; pass --prerelease-base-url URL (where %s is served)",
+				o.PrereleaseIndex, o.IndexDir, o.PrereleaseIndex))
+		}
+		o.PrereleaseBaseURL = strings.TrimRight(o.BaseURL, "/") + "/" + escapePath(rel)
 	}
 	return nil
+}
+
+// prereleasePath refuses a prerelease index in the stable index's place
+// (lesson 12) and returns its slash path below the stable root, or "" when
+// it lies elsewhere. For a pages branch it also normalises PrereleaseIndex.
+func prereleasePath(o *Options) (string, error) {
+	if o.PagesBranch != "" {
+		p := path.Clean(filepath.ToSlash(o.PrereleaseIndex))
+		switch {
+		case p == "." || p == "/":
+			return "", failure.Input(fmt.Errorf("--prerelease-index %q is the root of --pages-branch %s, where the stable index lives; prereleases never enter the stable index (lesson 12): name a subdirectory, e.g. prerelease",
+				o.PrereleaseIndex, o.PagesBranch))
+		case path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../"):
+			return "", failure.Input(fmt.Errorf("--prerelease-index %q: want a path inside --pages-branch %s, e.g. prerelease", o.PrereleaseIndex, o.PagesBranch))
+		}
+		o.PrereleaseIndex = p
+		return p, nil
+	}
+	stable, err1 := filepath.Abs(o.IndexDir)
+	pre, err2 := filepath.Abs(o.PrereleaseIndex)
+	if err := errors.Join(err1, err2); err != nil {
+		return "", fmt.Errorf("resolving --index-dir and --prerelease-index: %w", err)
+	}
+	if stable == pre {
+		return "", failure.Input(fmt.Errorf("--prerelease-index %s is --index-dir %s; prereleases never enter the stable index (lesson 12): give them their own directory, e.g. %s",
+			o.PrereleaseIndex, o.IndexDir, filepath.Join(o.IndexDir, "prerelease")))
+	}
+	rel, err := filepath.Rel(stable, pre)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", nil
+	}
+	return filepath.ToSlash(rel), nil
+}
+
+func isHTTP(u string) bool {
+	return strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")
+}
+
+// escapePath escapes each segment of a slash path for use in a URL.
+func escapePath(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
 }
 
 func setAnnotation(ch *chart.Chart, key, value string) {

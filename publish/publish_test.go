@@ -621,3 +621,137 @@ func TestPostWriteIndexCheck(t *testing.T) {
 		t.Fatalf("corrupt index write = %v, want a post-write finding", err)
 	}
 }
+
+// The prerelease index in the stable index's place would let an rc into the
+// stable index with exit 0 (lesson 12): refused as input, nothing written.
+func TestPrereleaseIndexIsNotTheStableIndex(t *testing.T) {
+	root := t.TempDir()
+	t.Chdir(root)
+	chartDir := writeChart(t, t.TempDir(), "0.2.0-rc.1", "0.2.0-rc.1", "0.8")
+	for _, pre := range []string{"idx", "idx/", "./idx", "idx/../idx", filepath.Join(root, "idx")} {
+		_, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: "idx", PrereleaseIndex: pre}))
+		if failure.Code(err) != 2 || !strings.Contains(err.Error(), "lesson 12") {
+			t.Errorf("--index-dir idx --prerelease-index %s = %v (exit %d), want exit 2", pre, err, failure.Code(err))
+		}
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Fatalf("refused publishes wrote %v", entries)
+	}
+}
+
+// Each index's tarball URLs point where its tarballs are.
+func TestPrereleaseURLs(t *testing.T) {
+	const base = "https://example.test/charts"
+	site := t.TempDir()
+	pre := filepath.Join(site, "pre")
+	chartDir := writeChart(t, t.TempDir(), "0.2.0", "0.2.0", "0.8")
+	o := opts(Options{IndexDir: site, PrereleaseIndex: pre, BaseURL: base + "/"})
+	if _, err := Publish(context.Background(), chartDir, o); err != nil {
+		t.Fatal(err)
+	}
+	writeChart(t, chartDir, "0.3.0-rc.1", "0.3.0-rc.1", "0.9")
+	if _, err := Publish(context.Background(), chartDir, o); err != nil {
+		t.Fatal(err)
+	}
+	urls := func(dir string) map[string]string {
+		idx, err := repo.LoadIndexFile(filepath.Join(dir, "index.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, cv := range idx.Entries["app"] {
+			m[cv.Version] = strings.Join(cv.URLs, " ")
+		}
+		return m
+	}
+	if got := urls(site); len(got) != 1 || got["0.2.0"] != base+"/app-0.2.0.tgz" {
+		t.Errorf("stable urls %v", got)
+	}
+	if got := urls(pre); len(got) != 1 || got["0.3.0-rc.1"] != base+"/pre/app-0.3.0-rc.1.tgz" {
+		t.Errorf("prerelease urls %v, want %s/pre/app-0.3.0-rc.1.tgz (the tarball is in site/pre)", got, base)
+	}
+	if _, err := os.Stat(filepath.Join(pre, "app-0.3.0-rc.1.tgz")); err != nil {
+		t.Fatal(err)
+	}
+
+	// A prerelease index outside the stable root: its URL must be given.
+	elsewhere := t.TempDir()
+	o = opts(Options{IndexDir: site, PrereleaseIndex: elsewhere, BaseURL: base})
+	if _, err := Publish(context.Background(), chartDir, o); failure.Code(err) != 2 || !strings.Contains(err.Error(), "--prerelease-base-url") {
+		t.Fatalf("prerelease index outside the stable root without --prerelease-base-url = %v (exit %d)", err, failure.Code(err))
+	}
+	o.PrereleaseBaseURL = base
+	if _, err := Publish(context.Background(), chartDir, o); failure.Code(err) != 2 {
+		t.Fatalf("--prerelease-base-url equal to --base-url = %v (exit %d), want exit 2", err, failure.Code(err))
+	}
+	o.PrereleaseBaseURL = "https://pre.example.test/x"
+	if _, err := Publish(context.Background(), chartDir, o); err != nil {
+		t.Fatal(err)
+	}
+	if got := urls(elsewhere); got["0.3.0-rc.1"] != "https://pre.example.test/x/app-0.3.0-rc.1.tgz" {
+		t.Errorf("explicit prerelease urls %v", got)
+	}
+
+	// A prerelease index whose URLs point into the stable root (as
+	// chartpin wrote them before) is found broken, not waved through.
+	idxPath := filepath.Join(pre, "index.yaml")
+	old, _ := os.ReadFile(idxPath)
+	broken := bytes.ReplaceAll(old, []byte(base+"/pre/"), []byte(base+"/"))
+	if err := os.WriteFile(idxPath, broken, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeChart(t, chartDir, "0.3.0-rc.2", "0.3.0-rc.2", "0.9")
+	_, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: site, PrereleaseIndex: pre, BaseURL: base}))
+	if !errors.Is(err, failure.ErrFindings) || !strings.Contains(err.Error(), "app-0.3.0-rc.1.tgz is missing") {
+		t.Fatalf("misdirected prerelease url = %v, want a finding", err)
+	}
+}
+
+// The index is checked before it is live: a new index that fails the check
+// is never written.
+func TestIndexCheckedBeforeWrite(t *testing.T) {
+	dir := t.TempDir()
+	chartDir := writeChart(t, t.TempDir(), "1.0.0", "1.0.0", "0.8")
+	if _, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: dir})); err != nil {
+		t.Fatal(err)
+	}
+	// Another tool published it as v1.0.0 (Helm accepts the prefix).
+	idxPath := filepath.Join(dir, "index.yaml")
+	old, _ := os.ReadFile(idxPath)
+	respelled := bytes.ReplaceAll(bytes.ReplaceAll(old, []byte("version: 1.0.0"), []byte("version: v1.0.0")), []byte("app-1.0.0.tgz"), []byte("app-v1.0.0.tgz"))
+	if err := os.WriteFile(idxPath, respelled, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "app-1.0.0.tgz"), filepath.Join(dir, "app-v1.0.0.tgz")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CheckIndex(dir, true, ""); err != nil {
+		t.Fatalf("the respelled index should be good: %v", err)
+	}
+	// 1.0.0 again would be a duplicate of v1.0.0: refused, index untouched.
+	_, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: dir}))
+	if !errors.Is(err, failure.ErrFindings) || !strings.Contains(err.Error(), "duplicate version") {
+		t.Fatalf("duplicate = %v, want a finding", err)
+	}
+	if got, _ := os.ReadFile(idxPath); !bytes.Equal(got, respelled) {
+		t.Fatalf("a refused index was written:\n%s", got)
+	}
+}
+
+// chartbump keeps a v prefix and Helm accepts it; so does publish.
+func TestVPrefixedVersion(t *testing.T) {
+	dir := t.TempDir()
+	chartDir := writeChart(t, t.TempDir(), "v1.2.4", "v1.2.4", "0.8")
+	r, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: dir, BaseURL: "https://example.test"}))
+	if err != nil || r.Filename != "app-v1.2.4.tgz" {
+		t.Fatalf("v1.2.4 = %+v, %v", r, err)
+	}
+	idx, err := repo.LoadIndexFile(filepath.Join(dir, "index.yaml"))
+	if err != nil || !idx.Has("app", "v1.2.4") {
+		t.Fatalf("index lacks v1.2.4: %v", err)
+	}
+	writeChart(t, chartDir, "1.3", "1.3", "0.8")
+	if _, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: dir})); failure.Code(err) != 2 || !strings.Contains(err.Error(), "not a semantic version") {
+		t.Fatalf("1.3 = %v (exit %d), want exit 2", err, failure.Code(err))
+	}
+}
