@@ -245,7 +245,7 @@ func TestReleasePath(t *testing.T) {
 		ci := filepath.Join(t.TempDir(), "ci-publish")
 		clone(t, w.git, "edge.git", ghToken, ci)
 		var err error
-		published, err = w.publish(filepath.Join(ci, "charts/example"), w.charts.URL+"/stable")
+		published, err = w.publish(filepath.Join(ci, "charts/example"))
 		if err != nil {
 			s.fatalf("publish %s: %v", releasedVersion, err)
 		}
@@ -254,7 +254,7 @@ func TestReleasePath(t *testing.T) {
 			s.fatalf("publish result %+v index %+v oci %+v", published, published.Index, published.OCI)
 		}
 		// Publishing the same version again is a no-op, never an overwrite.
-		again, err := w.publish(filepath.Join(ci, "charts/example"), w.charts.URL+"/stable")
+		again, err := w.publish(filepath.Join(ci, "charts/example"))
 		if err != nil || again.Index.Action != publish.Unchanged || again.OCI.Action != publish.Unchanged || again.Digest != published.Digest {
 			s.fatalf("publishing %s again: %v, %+v; want unchanged with the same bytes", releasedVersion, err, again)
 		}
@@ -273,7 +273,7 @@ func TestReleasePath(t *testing.T) {
 			s.fatalf("%v", err)
 		}
 		setVersion(s, rc, prereleaseVersion)
-		pre, err := w.publish(rc, w.charts.URL+"/prerelease")
+		pre, err := w.publish(rc)
 		if err != nil {
 			s.fatalf("publish %s: %v", prereleaseVersion, err)
 		}
@@ -612,7 +612,7 @@ func (w *world) setup() {
 	t.Cleanup(w.charts.Close)
 
 	// The previous chart version, published when it was released.
-	res, err := w.publish(filepath.Join(seed, "charts/example"), w.charts.URL+"/stable")
+	res, err := w.publish(filepath.Join(seed, "charts/example"))
 	if err != nil {
 		t.Fatalf("setup: publishing the previous version %s: %v", previousVersion, err)
 	}
@@ -702,11 +702,14 @@ func (w *world) runRelease(dir string) (*chartrelease.Report, error) {
 
 // publish is `chartpin publish DIR --index-dir stable --prerelease-index
 // prerelease --base-url URL --oci oci://HOST/charts --insecure-registry HOST`.
-func (w *world) publish(dir, baseURL string) (*publish.Result, error) {
+// publish publishes dir as CI does; the prerelease directory is a sibling of
+// the stable one, not below it, so its URL is given.
+func (w *world) publish(dir string) (*publish.Result, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, time.Minute)
 	defer cancel()
 	return publish.Publish(ctx, dir, publish.Options{
-		IndexDir: w.stableDir, PrereleaseIndex: w.preDir, BaseURL: baseURL,
+		IndexDir: w.stableDir, PrereleaseIndex: w.preDir,
+		BaseURL: w.charts.URL + "/stable", PrereleaseBaseURL: w.charts.URL + "/prerelease",
 		OCI: "oci://" + w.host + "/charts", PlainHTTP: []string{w.host},
 		RegistryConfig: filepath.Join(w.t.TempDir(), "config.json"), // no credentials from the machine
 		Timeout:        time.Minute, Logger: discard(),

@@ -30,7 +30,8 @@ func init() {
 				&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` holding --pages-branch"},
 				&cli.StringFlag{Name: "base-url", Usage: "`URL` the index's tarball URLs point to"},
 				&cli.StringFlag{Name: "oci", Usage: "OCI target `oci://HOST/PATH` (the chart lands at PATH/NAME:VERSION)"},
-				&cli.StringFlag{Name: "prerelease-index", Usage: "where prereleases go: a `DIR` (or a path inside --pages-branch)"},
+				&cli.StringFlag{Name: "prerelease-index", Usage: "where prereleases go: a `DIR` (or a path inside --pages-branch), never the stable index's place"},
+				&cli.StringFlag{Name: "prerelease-base-url", Usage: "`URL` the prerelease index's tarball URLs point to (default: --base-url plus --prerelease-index's path below the stable root; required when it lies elsewhere)"},
 				&cli.StringFlag{Name: "version", Usage: "expected chart `VERSION`; refused unless Chart.yaml says the same"},
 				&cli.StringFlag{Name: "app-version", Usage: "expected `APPVERSION`; refused unless Chart.yaml says the same"},
 				&cli.BoolFlag{Name: "sign", Usage: "write a provenance file (.prov) signed with --key"},
@@ -57,7 +58,7 @@ func runPublish(c *cli.Context) error {
 	o := publish.Options{
 		Version: c.String("version"), AppVersion: c.String("app-version"),
 		IndexDir: c.String("index-dir"), PagesBranch: c.String("pages-branch"),
-		PrereleaseIndex: c.String("prerelease-index"), BaseURL: c.String("base-url"),
+		BaseURL: c.String("base-url"), PrereleaseIndex: c.String("prerelease-index"), PrereleaseBaseURL: c.String("prerelease-base-url"),
 		OCI: c.String("oci"), PlainHTTP: c.StringSlice("insecure-registry"),
 		Timeout: c.Duration("timeout"), Logger: log,
 	}
