@@ -82,9 +82,9 @@ type Result struct {
 	Recovered string `json:"recovered,omitempty"` // non-empty when a wedged release was rolled back first
 	Revision  int    `json:"revision"`            // release revision after the tick
 
-	// Shadowed are user-supplied pin values (dotted paths) that differ from
-	// the chart's defaults: upgrades re-apply them, so the chart's pins never
-	// reach this release (lesson 2).
+	// Shadowed are the pins (dotted paths) set in the release's user-supplied
+	// values, whatever they hold: upgrades re-apply them, so the chart's pins
+	// at those paths never reach this release (lesson 2).
 	Shadowed []string `json:"shadowed,omitempty"`
 }
 

@@ -390,16 +390,28 @@ func TestUserSuppliedPinIsReportedAsShadowing(t *testing.T) {
 }
 
 func TestShadowedPins(t *testing.T) {
+	d := "sha256:" + strings.Repeat("ab", 32)
 	user := map[string]any{
 		"images": map[string]any{
-			"app":   map[string]any{"digest": "sha256:aa", "tag": "2"}, // tag is not a pin
-			"proxy": map[string]any{"prodDigest": "sha256:bb"},
-			"empty": map[string]any{"digest": ""}, // "not pinned"
+			"app":    map[string]any{"digest": "sha256:aa", "tag": "2"}, // tag is not a pin
+			"proxy":  map[string]any{"prodDigest": "sha256:bb"},
+			"empty":  map[string]any{"digest": ""}, // "not pinned"
+			"chroot": map[string]any{"digestChroot": d, "imageDigest": d},
+			"edge":   map[string]any{"repository": "ghcr.io/x/edge", "tag": "v1@" + d},
+			"helper": map[string]any{"image": "ghcr.io/x/helper:1.2@" + d},
+			"bare":   map[string]any{"image": "ghcr.io/x/bare@" + d},
+			"float":  map[string]any{"image": "ghcr.io/x/float:1.2"}, // no digest: not a pin
+			"digest": map[string]any{"enabled": true},                // a key named digest holding a map
 		},
-		"sha":     "y",
-		"replica": 3,
+		"sidecars": []any{map[string]any{"name": "s", "image": "ghcr.io/x/s@" + d}},
+		"sha":      "y",
+		"replica":  3,
+		"note":     "see @sha256:short", // not a digest
 	}
-	want := []string{"images.app.digest", "images.proxy.prodDigest", "sha"}
+	want := []string{
+		"images.app.digest", "images.bare.image", "images.chroot.digestChroot", "images.chroot.imageDigest",
+		"images.edge.tag", "images.helper.image", "images.proxy.prodDigest", "sha", "sidecars[0].image",
+	}
 	if got := shadowedPins(user); !reflect.DeepEqual(got, want) {
 		t.Errorf("shadowedPins = %v, want %v", got, want)
 	}
