@@ -224,3 +224,57 @@ func TestWhen(t *testing.T) {
 		}
 	}
 }
+
+// HighestInRange is the one range rule pin and drift share: strict semver
+// (a float like 0.8 never counts), optional v, prereleases only when named.
+func TestHighestInRange(t *testing.T) {
+	cases := []struct {
+		rng  string
+		tags []string
+		want string
+	}{
+		{">=0.8.0 <=0.8.4", []string{"0.8", "0.8.0", "0.8.9"}, "0.8.0"},
+		{">=0.8.0 <=0.8.4", []string{"0.8", "0.8.0", "v0.8.3", "0.8.4-rc.1", "0.8.9", "latest"}, "v0.8.3"},
+		{"~1.9.63-0", []string{"1.9.63-rc.1", "1.9.62"}, "1.9.63-rc.1"},
+		{">=1.9.0", []string{"1.9.63-rc.1", "1.9.63", "1.9"}, "1.9.63"},
+		{"1.x", []string{"v1.0.0", "1.0.0"}, "v1.0.0"},
+	}
+	for _, c := range cases {
+		got, err := HighestInRange(c.rng, c.tags)
+		if err != nil || got != c.want {
+			t.Errorf("HighestInRange(%q, %q) = %q, %v; want %q", c.rng, c.tags, got, err, c.want)
+		}
+	}
+	if _, err := HighestInRange(">=0.8.0 <=0.8.4", []string{"0.8", "0.9.0"}); err == nil || !strings.Contains(err.Error(), "no tag in versions range") {
+		t.Errorf("only a float in range: err %v", err)
+	}
+	if _, err := HighestInRange("not a range", nil); err == nil {
+		t.Error("bad range accepted")
+	}
+}
+
+// FollowStep takes the entry with the follower's pin key when a path is
+// configured twice; FollowRoot walks a chain to its end and stops a loop.
+func TestFollow(t *testing.T) {
+	imgs := []Image{
+		{At: "a", Pin: "prodDigest"},
+		{At: "a", Pin: "stgDigest"},
+		{At: "b", Pin: "stgDigest", Follows: "a"},
+		{At: "c", Pin: "stgDigest", Follows: "b"},
+		{At: "d", Pin: "other", Follows: "a"},
+	}
+	c := Chart{Images: imgs}
+	if got, err := c.FollowTarget(imgs[2]); err != nil || got.Pin != "stgDigest" {
+		t.Errorf("FollowTarget(b) = %+v, %v; want a with stgDigest", got, err)
+	}
+	if got, err := FollowRoot(imgs, ImageLink, imgs[3]); err != nil || got.At != "a" || got.Pin != "stgDigest" {
+		t.Errorf("FollowRoot(c) = %+v, %v; want a with stgDigest", got, err)
+	}
+	if _, err := FollowRoot(imgs, ImageLink, imgs[4]); err == nil || !strings.Contains(err.Error(), "none uses \"other\"") {
+		t.Errorf("FollowRoot(d): %v; want an ambiguity error", err)
+	}
+	loop := []Image{{At: "x", Follows: "y"}, {At: "y", Follows: "x"}}
+	if _, err := FollowRoot(loop, ImageLink, loop[0]); err == nil || !strings.Contains(err.Error(), "loops") {
+		t.Errorf("loop: %v", err)
+	}
+}

@@ -10,17 +10,23 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
+	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/resolver"
+	"github.com/chartpin/chartpin/yamledit"
 )
 
 // Status classifies one pin.
@@ -126,7 +132,6 @@ type Option func(*options)
 type options struct {
 	clock    func() time.Time
 	showTags bool
-	maxTags  int
 	offline  bool
 	logger   *slog.Logger
 }
@@ -135,11 +140,9 @@ type options struct {
 func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
 
 // WithShowTags lists, for each drifted repository, the tags that share the
-// new digest: one tag listing per repository plus a HEAD per tag checked.
+// new digest: one tag listing per repository plus a HEAD per tag checked
+// (at most maxSharedTags, newest first).
 func WithShowTags(on bool) Option { return func(o *options) { o.showTags = on } }
-
-// WithMaxTags bounds the tags resolved per repository for WithShowTags (default 50, newest first).
-func WithMaxTags(n int) Option { return func(o *options) { o.maxTags = n } }
 
 // WithOffline marks the report as answered from a digest lock file.
 func WithOffline(on bool) Option { return func(o *options) { o.offline = on } }
@@ -151,7 +154,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // A values.yaml that cannot be read or parsed, or that holds no pin at all,
 // is an input error (exit 2).
 func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...Option) (*Report, error) {
-	o := options{clock: time.Now, maxTags: 50, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := options{clock: time.Now, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -160,15 +163,18 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 	}
 	rep := &Report{Offline: o.offline, Checked: o.clock()}
 	for _, t := range targets {
-		pins, note, err := Pins(t)
+		pins, notes, derr, err := Pins(t)
 		if err != nil {
 			return nil, err
 		}
-		if note != "" {
-			rep.Notes = append(rep.Notes, t.Dir+": "+note)
+		for _, n := range notes {
+			rep.Notes = append(rep.Notes, t.Dir+": "+n)
 		}
 		for _, p := range pins {
 			rep.Items = append(rep.Items, Item{Chart: t.Dir, Pin: p, Pinned: p.Digest})
+		}
+		if derr != nil {
+			rep.Items = append(rep.Items, unwatchable(t, derr))
 		}
 	}
 	c := checker{o: o, r: r, rep: rep, configs: map[string]*config.Chart{}}
@@ -182,23 +188,28 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 	return rep, nil
 }
 
+// maxSharedTags bounds the tags resolved per repository for WithShowTags.
+const maxSharedTags = 50
+
 // Pins is every pin of a target: the configured images first, then any other
 // pin discovery finds, so a pin the config forgot is still watched.
 //
-// With a config, a discovery error (two pin keys in one block, which the
-// config's pin: may settle) does not stop the run: it is returned as a note,
-// and the configured pins are watched.
-func Pins(t Target) (pins []discover.Pin, note string, err error) {
+// With a config, a block discovery refuses (two pin keys in one block) is
+// settled by its configured entry: discovery runs again without it, and
+// notes say so. A discovery error the config does not settle is returned as
+// derr with the configured pins: Check reports it as an UNWATCHABLE finding,
+// since whatever else values.yaml pins is unwatched (lessons 7, 10).
+func Pins(t Target) (pins []discover.Pin, notes []string, derr error, err error) {
 	found, derr := discover.Chart(t.Dir, nil)
 	if derr != nil && t.Config == nil {
-		return nil, "", derr
+		return nil, nil, nil, derr
 	}
 	if derr != nil {
-		note = fmt.Sprintf("discovery beyond the configured images failed, so only those are watched: %v", derr)
+		found, notes, derr = settle(t, derr)
 	}
 	if t.Config != nil {
 		if pins, err = discover.Chart(t.Dir, t.Config); err != nil {
-			return nil, "", err
+			return nil, nil, nil, err
 		}
 	}
 	seen := map[string]bool{}
@@ -216,11 +227,79 @@ func Pins(t Target) (pins []discover.Pin, note string, err error) {
 		}
 		return pins[i].Column < pins[j].Column
 	})
-	if len(pins) == 0 {
-		return nil, "", failure.Input(fmt.Errorf("%s/%s holds no image pins (no digest, sha, *Digest key or repo@sha256 value); nothing to watch, so this is not a pass",
+	if len(pins) == 0 && derr == nil {
+		return nil, nil, nil, failure.Input(fmt.Errorf("%s/%s holds no image pins (no digest, sha, *Digest key or repo@sha256 value); nothing to watch, so this is not a pass",
 			strings.TrimSuffix(t.Dir, "/"), discover.ValuesFile))
 	}
-	return pins, note, nil
+	return pins, notes, derr, nil
+}
+
+// settle reruns discovery without each block that the discovery error names
+// and the config configures, until discovery succeeds or fails on a block
+// the config does not settle.
+func settle(t Target, derr error) ([]discover.Pin, []string, error) {
+	name, err := filepath.Abs(filepath.Join(t.Dir, discover.ValuesFile))
+	if err != nil {
+		return nil, nil, derr
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, nil, derr
+	}
+	f, err := yamledit.Parse(name, data)
+	if err != nil {
+		return nil, nil, derr
+	}
+	root, err := discover.Values(f)
+	if err != nil {
+		return nil, nil, derr
+	}
+	var notes []string
+	for range len(t.Config.Images) + 1 {
+		m := whereRe.FindStringSubmatch(derr.Error())
+		if m == nil || m[1] != name {
+			return nil, notes, derr
+		}
+		line, _ := strconv.Atoi(m[2])
+		var block *yaml.Node
+		var img config.Image
+		for _, im := range t.Config.Images {
+			if n, err := yamledit.LookupNode(root, im.At); err == nil && n.Kind == yaml.MappingNode && n.Line == line && len(n.Content) > 0 {
+				block, img = n, im
+				break
+			}
+		}
+		if block == nil {
+			return nil, notes, derr
+		}
+		notes = append(notes, fmt.Sprintf("%v; settled by chartpin.yaml:%d (image %s), so in that block only the configured pin is watched",
+			derr, img.Line, img.At))
+		block.Content = nil // this private tree only: discovery walks on past it
+		found, err := discover.Find(name, root, nil)
+		if err == nil {
+			return found, notes, nil
+		}
+		derr = err
+	}
+	return nil, notes, derr
+}
+
+// whereRe finds the file:line a discovery error names.
+var whereRe = regexp.MustCompile(`^(.+?):([0-9]+): `)
+
+// unwatchable is the finding for a discovery that failed beyond the
+// configured images: whatever else values.yaml pins is not watched.
+func unwatchable(t Target, derr error) Item {
+	p := discover.Pin{File: filepath.Join(t.Dir, discover.ValuesFile), Path: "(discovery)"}
+	if abs, err := filepath.Abs(p.File); err == nil {
+		p.File = abs
+	}
+	if m := whereRe.FindStringSubmatch(derr.Error()); m != nil {
+		p.File = m[1]
+		p.Line, _ = strconv.Atoi(m[2])
+	}
+	return Item{Chart: t.Dir, Pin: p, Status: Unwatchable,
+		Message: fmt.Sprintf("discovery beyond the configured images failed, so any other pin in %s is unwatched: %v", p.File, derr)}
 }
 
 type checker struct {
@@ -241,14 +320,14 @@ type answer struct {
 func (c *checker) float(it *Item) (string, bool) {
 	p := it.Pin
 	if p.Follows != "" {
-		lead := c.leader(*it)
-		if lead == nil {
-			it.Message = fmt.Sprintf("follows %s, which has no pin in this chart", p.Follows)
+		lead, err := c.leader(*it)
+		if err != nil {
+			it.Message = err.Error()
 			return "", false
 		}
 		p = lead.Pin
 		if p.Problem != "" {
-			it.Message = fmt.Sprintf("follows %s, which is unwatchable: %s", p.Follows, p.Problem)
+			it.Message = fmt.Sprintf("follows %s, which is unwatchable: %s", it.Pin.Follows, p.Problem)
 			return "", false
 		}
 	}
@@ -266,15 +345,22 @@ func (c *checker) float(it *Item) (string, bool) {
 	return p.Ref(), true
 }
 
-// leader is the item a follower takes its digest from.
-func (c *checker) leader(it Item) *Item {
+// leader is the item a follower takes its digest from, chosen among the
+// chart's configured pins by config.FollowRoot, the rule pin follows by.
+func (c *checker) leader(it Item) (*Item, error) {
+	var cands []*Item
 	for i := range c.rep.Items {
 		o := &c.rep.Items[i]
-		if o.Chart == it.Chart && o.Pin.At == it.Pin.Follows && o.Pin.Follows == "" {
-			return o
+		if o.Chart == it.Chart && o.Pin.ConfigLine != 0 {
+			cands = append(cands, o)
 		}
 	}
-	return nil
+	link := func(o *Item) config.Link { return config.Link{At: o.Pin.At, Pin: o.Pin.Key, Follows: o.Pin.Follows} }
+	lead, err := config.FollowRoot(cands, link, &it)
+	if err != nil {
+		return nil, err
+	}
+	return lead, nil
 }
 
 func (c *checker) classify(ctx context.Context) {
@@ -283,6 +369,9 @@ func (c *checker) classify(ctx context.Context) {
 	var order []string
 	for i := range items {
 		it := &items[i]
+		if it.Status != "" {
+			continue // decided already (a failed discovery)
+		}
 		if notPinned(it.Pin) {
 			it.Status = NotPinned
 			if it.Pin.Repository != "" && it.Pin.Tag != "" {
@@ -362,31 +451,24 @@ func (c *checker) classify(ctx context.Context) {
 func (c *checker) resolve(ctx context.Context, it Item, ref string) (resolver.Image, error) {
 	p := it.Pin
 	if p.Follows != "" {
-		p = c.leader(it).Pin
+		lead, err := c.leader(it)
+		if err != nil {
+			return resolver.Image{}, err
+		}
+		p = lead.Pin
 	}
 	if p.Versions == "" {
 		return c.r.Resolve(ctx, ref)
-	}
-	con, err := semver.NewConstraint(p.Versions)
-	if err != nil {
-		return resolver.Image{}, fmt.Errorf("versions %q: %w", p.Versions, err)
 	}
 	tags, err := c.r.Tags(ctx, p.Repository)
 	if err != nil {
 		return resolver.Image{}, fmt.Errorf("listing tags for versions %q: %w", p.Versions, err)
 	}
-	var best *semver.Version
-	bestTag := ""
-	for _, t := range tags {
-		v, err := semver.NewVersion(t)
-		if err == nil && con.Check(v) && (best == nil || v.GreaterThan(best)) {
-			best, bestTag = v, t
-		}
+	tag, err := config.HighestInRange(p.Versions, tags)
+	if err != nil {
+		return resolver.Image{}, fmt.Errorf("%s: %w", p.Repository, err)
 	}
-	if best == nil {
-		return resolver.Image{}, fmt.Errorf("%s has no tag in range %q", p.Repository, p.Versions)
-	}
-	return c.r.Resolve(ctx, p.Repository+":"+bestTag)
+	return c.r.Resolve(ctx, p.Repository+":"+tag)
 }
 
 // notPinned: the pin key is empty (or a single-string image without a digest).
@@ -434,7 +516,7 @@ func (c *checker) acknowledge(it *Item, now time.Time) {
 
 // sharedTags lists, once per repository and new digest, the other tags that
 // name the digest a pin drifted to: one tag listing per repository, then a
-// HEAD per tag (newest first, at most maxTags), deduplicated by the resolver.
+// HEAD per tag (newest first, at most maxSharedTags), deduplicated by the resolver.
 func (c *checker) sharedTags(ctx context.Context) {
 	type key struct{ repo, digest string }
 	var keys []key
@@ -445,7 +527,7 @@ func (c *checker) sharedTags(ctx context.Context) {
 		}
 		p := it.Pin
 		if p.Follows != "" {
-			if l := c.leader(it); l != nil {
+			if l, err := c.leader(it); err == nil {
 				p = l.Pin
 			}
 		}
@@ -465,8 +547,8 @@ func (c *checker) sharedTags(ctx context.Context) {
 		}
 		sh.Total = len(tags)
 		tags = newestFirst(tags)
-		if len(tags) > c.o.maxTags {
-			tags = tags[:c.o.maxTags]
+		if len(tags) > maxSharedTags {
+			tags = tags[:maxSharedTags]
 		}
 		sh.Checked = len(tags)
 		digests := make([]string, len(tags))

@@ -19,7 +19,9 @@ func (r *Report) Summary() string {
 	s := fmt.Sprintf("drift: %d pin(s): %d ok, %d DRIFT, %d UNRESOLVED, %d UNWATCHABLE, %d ACKNOWLEDGED, %d not pinned",
 		len(r.Items), r.Count(OK), r.Count(Drift), r.Count(Unresolved), r.Count(Unwatchable), r.Count(Acknowledged), r.Count(NotPinned))
 	if r.Requests != nil {
-		s += fmt.Sprintf("; registry requests: HEAD %d, GET %d", r.Requests.HEAD, r.Requests.GET)
+		q := r.Requests
+		s += fmt.Sprintf("; registry requests: HEAD %d, GET %d, token %d, ping %d, other %d (%d in all, %d of them retries)",
+			q.HEAD, q.GET, q.Token, q.Ping, q.Other, q.Total(), q.Retries)
 	}
 	if r.Offline {
 		s = offlineMark + s + "; answered from a digest lock file, not the registry: not a live audit"

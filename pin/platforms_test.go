@@ -1,0 +1,117 @@
+package pin
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chartpin/chartpin/internal/registrytest"
+	"github.com/chartpin/chartpin/resolver"
+)
+
+// platformsChart writes a one-image chart pinned to pinned, and a
+// chartpin.yaml when cfg is not "".
+func platformsChart(t *testing.T, host, pinned, cfg string) (dir string, values []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	values = []byte("app:\n  image:\n    repository: " + host + "/team/app\n    tag: \"1.0\"\n    digest: " + pinned + "\n")
+	files := map[string][]byte{"Chart.yaml": []byte(goodChart), "values.yaml": values}
+	if cfg != "" {
+		files["chartpin.yaml"] = []byte(cfg)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, values
+}
+
+func onlineResolver(t *testing.T, host string) resolver.Interface {
+	t.Helper()
+	r, err := resolver.New(resolver.WithInsecureRegistries(host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Without platforms:, a new single-arch digest is refused: the HEAD already
+// said it is no index (lesson 1). Nothing is planned, nothing written.
+func TestDiscoveryRefusesSingleArch(t *testing.T) {
+	reg := registrytest.New(t)
+	old := reg.PushIndex(t, "team/app", "0.9", "linux/amd64", "linux/arm64")
+	single := reg.PushImage(t, "team/app", "1.0")
+	dir, values := platformsChart(t, reg.Host, old, "")
+	res, err := Plan(context.Background(), Options{ChartDirs: []string{dir}, Resolver: onlineResolver(t, reg.Host)})
+	if err == nil {
+		t.Fatalf("single-arch %s planned as a pin:\n%s", single, res.Diff())
+	}
+	for _, want := range []string{"values.yaml:5 (app.image.digest)", "image " + reg.Host + "/team/app:1.0", single, "single-arch", "push a multi-arch index"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if !errors.Is(err, resolver.ErrPlatforms) {
+		t.Errorf("error does not wrap ErrPlatforms: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "values.yaml")); string(got) != string(values) {
+		t.Errorf("values.yaml changed:\n%s", got)
+	}
+
+	// An index for the same tag pins, with no GET: the HEAD is enough.
+	index := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
+	reg.Reset()
+	res, err = Plan(context.Background(), Options{ChartDirs: []string{dir}, Resolver: onlineResolver(t, reg.Host)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Charts[0].Pins) != 1 || res.Charts[0].Pins[0].NewDigest != index {
+		t.Errorf("pins %+v, want %s", res.Charts[0].Pins, index)
+	}
+	for _, q := range reg.Requests() {
+		if q.Method == "GET" && strings.Contains(q.Path, "/manifests/") {
+			t.Errorf("discovery read a manifest (%s); the HEAD says index or not", q.Path)
+		}
+	}
+}
+
+// platforms: holds for a pin that stays too: adding it later catches a
+// single-arch digest already pinned, with one GET per digest.
+func TestPlatformsCheckedForUnchangedPin(t *testing.T) {
+	reg := registrytest.New(t)
+	single := reg.PushImage(t, "team/app", "1.0")
+	cfg := "charts:\n  - dir: .\n    images:\n      - at: app.image\n        platforms: [linux/amd64, linux/arm64]\n"
+	dir, values := platformsChart(t, reg.Host, single, cfg)
+	_, err := Plan(context.Background(), Options{ConfigPath: filepath.Join(dir, "chartpin.yaml"), Resolver: onlineResolver(t, reg.Host)})
+	if err == nil || !errors.Is(err, resolver.ErrPlatforms) || !strings.Contains(err.Error(), "values.yaml:5") || !strings.Contains(err.Error(), "already pinned") {
+		t.Fatalf("single-arch pin kept under platforms:: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "values.yaml")); string(got) != string(values) {
+		t.Errorf("values.yaml changed:\n%s", got)
+	}
+
+	// An index already pinned passes, read once: one GET for the digest.
+	index := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
+	dir, _ = platformsChart(t, reg.Host, index, cfg)
+	reg.Reset()
+	res, err := Plan(context.Background(), Options{ConfigPath: filepath.Join(dir, "chartpin.yaml"), Resolver: onlineResolver(t, reg.Host)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changed() {
+		t.Errorf("unchanged pin changed files:\n%s", res.Diff())
+	}
+	var gets []string
+	for _, q := range reg.Requests() {
+		if q.Method == "GET" && strings.Contains(q.Path, "/manifests/") {
+			gets = append(gets, q.Path)
+		}
+	}
+	if len(gets) != 1 || gets[0] != "/v2/team/app/manifests/"+index {
+		t.Errorf("manifest GETs %v; want exactly one, of the kept digest %s", gets, index)
+	}
+}
