@@ -387,7 +387,13 @@ func checkIndexData(st store, dir string, data []byte, stable bool, roots []urlR
 			tgz, err := st.read(file)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
-				add("%s %s: tarball %s is missing (url %s looked for %s)", name, e.Version, path.Base(filepath.ToSlash(file)), u, st.where(file))
+				base := path.Base(filepath.ToSlash(file))
+				hint := ""
+				if own, err := st.read(st.join(dir, base)); err == nil && sha256hex(own) == strings.TrimPrefix(e.Digest, "sha256:") {
+					// The tarball is beside this index; the URL points elsewhere.
+					hint = fmt.Sprintf("; it is in %s: point the url there", st.where(dir))
+				}
+				add("%s %s: tarball %s is missing (url %s looked for %s)%s", name, e.Version, base, u, st.where(file), hint)
 			case err != nil:
 				add("%s %s: reading %s: %v", name, e.Version, file, err)
 			case e.Digest == "":

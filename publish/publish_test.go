@@ -702,7 +702,7 @@ func TestPrereleaseURLs(t *testing.T) {
 	}
 	writeChart(t, chartDir, "0.3.0-rc.2", "0.3.0-rc.2", "0.9")
 	_, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: site, PrereleaseIndex: pre, BaseURL: base}))
-	if !errors.Is(err, failure.ErrFindings) || !strings.Contains(err.Error(), "app-0.3.0-rc.1.tgz is missing") {
+	if !errors.Is(err, failure.ErrFindings) || !strings.Contains(err.Error(), "app-0.3.0-rc.1.tgz is missing") || !strings.Contains(err.Error(), "it is in "+pre+": point the url there") {
 		t.Fatalf("misdirected prerelease url = %v, want a finding", err)
 	}
 }
