@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +63,12 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 			p.w.generation = w.generation
 			res.Patched = append(res.Patched, k.String())
 			errs = append(errs, r.event(ctx, p.w, corev1.EventTypeNormal, "Reimaged", r.reimageMessage(p)))
+			if err := r.landed(p, w); err != nil {
+				// Rewritten on the way in (e.g. a mutating webhook): every tick
+				// would patch again. The attempt stays counted (lesson 17).
+				errs = append(errs, err, r.event(ctx, p.w, corev1.EventTypeWarning, "ReimageNotApplied", err.Error()))
+				continue
+			}
 			waits = append(waits, p)
 		}
 	}
@@ -99,6 +106,30 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 		res.RolledOut = append(res.RolledOut, p.w.key.String())
 	}
 	return errors.Join(errs...)
+}
+
+// landed checks that the API server stored the images the patch named.
+func (r *Reconciler) landed(p *plan, stored *workload) error {
+	var wrong []string
+	for i, t := range p.targets {
+		d := p.dec[i]
+		if d.Action != ActionReimage {
+			continue
+		}
+		if c, _ := stored.container(t.Container); c == nil || c.Image != d.Image {
+			got := "nothing"
+			if c != nil {
+				got = c.Image
+			}
+			wrong = append(wrong, fmt.Sprintf("container %s holds %s, not %s", t.Container, got, d.Image))
+		}
+	}
+	if len(wrong) == 0 {
+		return nil
+	}
+	k := p.w.key
+	return fmt.Errorf("re-imaging %s did not land: %s (rewritten by a mutating admission webhook?); attempt %d of %d counted (lockout at %d); if the cluster rewrites images to a mirror, set mirror: in the chart's reconcile targets; look with: kubectl -n %s get %s -o yaml",
+		k, strings.Join(wrong, "; "), p.attempts+1, r.o.maxAttempts, r.o.maxAttempts, k.namespace, k.ref())
 }
 
 // dryRunErrors are the failures a real tick would report for these plans.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -818,5 +819,44 @@ func TestRestartThatChangesNothingReachesLockout(t *testing.T) {
 	}
 	if a := res.Decisions[0].Action; a != ActionLockout || len(e.patches("app")) != 0 {
 		t.Errorf("tick 4: action %s, patches %v; want a lockout and no patch", a, e.patches("app"))
+	}
+}
+
+func TestPatchRewrittenByTheClusterReachesLockout(t *testing.T) {
+	// A mutating webhook rewrites every image to a mirror on the way in: the
+	// stored spec never names the target, so each tick would patch again.
+	// The tick fails, the attempt stays counted, and the lockout ends it
+	// (lesson 17).
+	e, f, _, _, latest := oneApp(t, func(repo, _ string) string { return repo + ":dev" },
+		func(repo, old string) string { return repo + "@" + old })
+	rewritten := "mirror.example/example/app@" + latest
+	e.client.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := k8stesting.ObjectReaction(e.client.Tracker())(a)
+		if err != nil || !handled {
+			return handled, obj, err
+		}
+		d := obj.(*appsv1.Deployment)
+		for i := range d.Spec.Template.Spec.Containers {
+			d.Spec.Template.Spec.Containers[i].Image = rewritten
+		}
+		return true, d, e.client.Tracker().Update(deploymentsGVR, d, d.Namespace)
+	})
+	for tick := 1; tick <= 3; tick++ {
+		res, err := e.tick(f)
+		if err == nil || !strings.Contains(err.Error(), "did not land: container app holds "+rewritten) {
+			t.Fatalf("tick %d: err %v, want the rewritten patch reported", tick, err)
+		}
+		if len(res.RolledOut) != 0 {
+			t.Errorf("tick %d: rolled out %v", tick, res.RolledOut)
+		}
+		if got := e.deployment(ns, "app").Annotations[AttemptsAnnotation]; got != fmt.Sprint(tick) {
+			t.Errorf("tick %d: attempt counter %q, want %d", tick, got, tick)
+		}
+		if ev := e.events(); len(ev) != 2 || ev[1].Reason != "ReimageNotApplied" {
+			t.Errorf("tick %d: events %+v, want Reimaged then ReimageNotApplied", tick, ev)
+		}
+	}
+	if _, err := e.tick(f); err == nil || !strings.Contains(err.Error(), "locked out") || len(e.patches("app")) != 0 {
+		t.Fatalf("tick 4: err %v, patches %v; want a lockout and no patch", err, e.patches("app"))
 	}
 }
