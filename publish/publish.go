@@ -257,7 +257,13 @@ func prereleasePath(o *Options) (string, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return "", fmt.Errorf("resolving --index-dir and --prerelease-index: %w", err)
 	}
-	if stable == pre {
+	same := stable == pre
+	if rs, err := filepath.EvalSymlinks(stable); err == nil {
+		if rp, err := filepath.EvalSymlinks(pre); err == nil && rs == rp {
+			same = true // one directory by two names
+		}
+	}
+	if same {
 		return "", failure.Input(fmt.Errorf("--prerelease-index %s is --index-dir %s; prereleases never enter the stable index (lesson 12): give them their own directory, e.g. %s",
 			o.PrereleaseIndex, o.IndexDir, filepath.Join(o.IndexDir, "prerelease")))
 	}

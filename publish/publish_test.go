@@ -637,6 +637,19 @@ func TestPrereleaseIndexIsNotTheStableIndex(t *testing.T) {
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Fatalf("refused publishes wrote %v", entries)
 	}
+	// One directory by two names is one index.
+	if err := os.Mkdir("idx", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("idx", "alias"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: "idx", PrereleaseIndex: "alias"})); failure.Code(err) != 2 {
+		t.Errorf("--prerelease-index a symlink to --index-dir = %v (exit %d), want exit 2", err, failure.Code(err))
+	}
+	if entries, _ := os.ReadDir("idx"); len(entries) != 0 {
+		t.Fatalf("refused publish wrote %v", entries)
+	}
 }
 
 // Each index's tarball URLs point where its tarballs are.
