@@ -78,6 +78,19 @@ func (p Pin) Where() string { return fmt.Sprintf("%s:%d (%s)", p.File, p.Line, p
 // malformed YAML, duplicate keys (`<<` merge keys too), invalid UTF-8 and
 // configured paths that do not exist are input errors naming file:line.
 func Chart(dir string, cfg *config.Chart) ([]Pin, error) {
+	f, err := readValues(dir)
+	if err != nil {
+		return nil, err
+	}
+	root, err := Values(f)
+	if err != nil {
+		return nil, err
+	}
+	return Find(f.Name, root, cfg)
+}
+
+// readValues parses dir's values.yaml (named by its absolute path).
+func readValues(dir string) (*yamledit.File, error) {
 	name := filepath.Join(dir, ValuesFile)
 	if abs, err := filepath.Abs(name); err == nil {
 		name = abs
@@ -89,15 +102,7 @@ func Chart(dir string, cfg *config.Chart) ([]Pin, error) {
 		}
 		return nil, fmt.Errorf("reading values: %w", err)
 	}
-	f, err := yamledit.Parse(name, data)
-	if err != nil {
-		return nil, err
-	}
-	root, err := Values(f)
-	if err != nil {
-		return nil, err
-	}
-	return Find(name, root, cfg)
+	return yamledit.Parse(name, data)
 }
 
 // Values returns the values tree of a parsed values.yaml: the first
@@ -122,9 +127,24 @@ func Values(f *yamledit.File) (*yaml.Node, error) {
 // Find returns the pins in a parsed values tree (see Chart).
 func Find(name string, root *yaml.Node, cfg *config.Chart) ([]Pin, error) {
 	if cfg == nil {
-		return discover(name, root)
+		return discover(name, root, false)
 	}
 	return configured(name, root, cfg)
+}
+
+// Survey is discovery for read-only checks (drift): a block that cannot be
+// pinned unambiguously comes back as a Pin with Problem set, and the walk
+// goes on, so one bad block never hides the pins after it (lesson 7).
+func Survey(dir string) ([]Pin, error) {
+	f, err := readValues(dir)
+	if err != nil {
+		return nil, err
+	}
+	root, err := Values(f)
+	if err != nil {
+		return nil, err
+	}
+	return discover(f.Name, root, true)
 }
 
 var (

@@ -496,3 +496,25 @@ aliased:
 		}
 	}
 }
+
+// Survey never stops at one ambiguous block: it becomes a Problem pin and the
+// pins after it are still found; Chart (for pin) still refuses the file.
+func TestSurveyKeepsWalkingPastAnAmbiguousBlock(t *testing.T) {
+	dir := t.TempDir()
+	d := "sha256:" + strings.Repeat("1", 64)
+	values := "amb:\n  repository: a/b\n  tag: v1@" + d + "\n  digest: \"\"\nlate:\n  repository: a/c\n  tag: \"2\"\n  digest: \"\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Chart(dir, nil); err == nil || !strings.Contains(err.Error(), "ambiguous pin") {
+		t.Fatalf("Chart: err = %v, want the ambiguity", err)
+	}
+	pins, err := Survey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pins) != 2 || pins[0].Path != "amb" || !strings.Contains(pins[0].Problem, "ambiguous pin") || pins[0].Line != 2 ||
+		pins[1].Path != "late.digest" || pins[1].Problem != "" {
+		t.Fatalf("Survey = %+v", pins)
+	}
+}

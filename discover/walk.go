@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -13,8 +14,10 @@ import (
 )
 
 // discover walks every mapping in the values tree. Comments are not nodes,
-// so commented-out YAML is never matched.
-func discover(name string, root *yaml.Node) ([]Pin, error) {
+// so commented-out YAML is never matched. With lenient, a block that cannot
+// be pinned unambiguously is returned as a Pin with Problem set instead of
+// stopping the walk.
+func discover(name string, root *yaml.Node, lenient bool) ([]Pin, error) {
 	var pins []Pin
 	var walk func(n *yaml.Node, path string) error
 	walk = func(n *yaml.Node, path string) error {
@@ -22,7 +25,11 @@ func discover(name string, root *yaml.Node) ([]Pin, error) {
 		case yaml.MappingNode:
 			b := block{name: name, path: path, node: n, root: root}
 			found, err := b.pins()
-			if err != nil {
+			var amb *ambiguousError
+			switch {
+			case err != nil && lenient && errors.As(err, &amb):
+				pins = append(pins, Pin{File: name, Line: n.Line, Column: n.Column, Path: path, At: path, Problem: amb.msg})
+			case err != nil:
 				return err
 			}
 			pins = append(pins, found...)
@@ -51,6 +58,11 @@ func discover(name string, root *yaml.Node) ([]Pin, error) {
 	sortPins(pins)
 	return pins, nil
 }
+
+// ambiguousError is a block with two pins of one image.
+type ambiguousError struct{ full, msg string }
+
+func (e *ambiguousError) Error() string { return e.full }
 
 // keyName is a mapping key as a path segment: an alias key is the key it
 // names, as yamledit.LookupNode reads it.
@@ -96,8 +108,8 @@ func (b block) pins() ([]Pin, error) {
 			_, v := b.scalar(k)
 			where = append(where, fmt.Sprintf("%s (line %d)", b.at(k), yamledit.Deref(v).Line))
 		}
-		return nil, failure.Input(fmt.Errorf("%s:%d: ambiguous pin: %s hold the same image's digest; keep one, or say which with pin: in chartpin.yaml",
-			b.name, b.node.Line, strings.Join(where, " and ")))
+		msg := fmt.Sprintf("ambiguous pin: %s hold the same image's digest; keep one, or say which with pin: in chartpin.yaml", strings.Join(where, " and "))
+		return nil, failure.Input(&ambiguousError{fmt.Sprintf("%s:%d: %s", b.name, b.node.Line, msg), msg})
 	}
 	return out, nil
 }

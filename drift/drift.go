@@ -10,23 +10,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
-	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/resolver"
-	"github.com/chartpin/chartpin/yamledit"
 )
 
 // Status classifies one pin.
@@ -163,7 +157,7 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 	}
 	rep := &Report{Offline: o.offline, Checked: o.clock()}
 	for _, t := range targets {
-		pins, notes, derr, err := Pins(t)
+		pins, notes, err := Pins(t)
 		if err != nil {
 			return nil, err
 		}
@@ -172,9 +166,6 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 		}
 		for _, p := range pins {
 			rep.Items = append(rep.Items, Item{Chart: t.Dir, Pin: p, Pinned: p.Digest})
-		}
-		if derr != nil {
-			rep.Items = append(rep.Items, unwatchable(t, derr))
 		}
 	}
 	c := checker{o: o, r: r, rep: rep, configs: map[string]*config.Chart{}}
@@ -191,25 +182,23 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 // maxSharedTags bounds the tags resolved per repository for WithShowTags.
 const maxSharedTags = 50
 
-// Pins is every pin of a target: the configured images first, then any other
-// pin discovery finds, so a pin the config forgot is still watched.
-//
-// With a config, a block discovery refuses (two pin keys in one block) is
-// settled by its configured entry: discovery runs again without it, and
-// notes say so. A discovery error the config does not settle is returned as
-// derr with the configured pins: Check reports it as an UNWATCHABLE finding,
-// since whatever else values.yaml pins is unwatched (lessons 7, 10).
-func Pins(t Target) (pins []discover.Pin, notes []string, derr error, err error) {
-	found, derr := discover.Chart(t.Dir, nil)
-	if derr != nil && t.Config == nil {
-		return nil, nil, nil, derr
+// Pins is every pin of a target: the configured images first, then every
+// other pin discovery finds, so a pin the config forgot is still watched.
+// Discovery never stops at one bad block: a block it cannot pin
+// unambiguously is a Problem pin (UNWATCHABLE, a finding) unless the config
+// names that block, whose configured pins then stand for it (a note says so).
+func Pins(t Target) (pins []discover.Pin, notes []string, err error) {
+	found, err := discover.Survey(t.Dir)
+	if err != nil {
+		return nil, nil, err
 	}
-	if derr != nil {
-		found, notes, derr = settle(t, derr)
-	}
+	configuredAt := map[string]int{}
 	if t.Config != nil {
 		if pins, err = discover.Chart(t.Dir, t.Config); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
+		}
+		for _, im := range t.Config.Images {
+			configuredAt[im.At] = im.Line
 		}
 	}
 	seen := map[string]bool{}
@@ -217,6 +206,11 @@ func Pins(t Target) (pins []discover.Pin, notes []string, derr error, err error)
 		seen[p.Path] = true
 	}
 	for _, p := range found {
+		if line, ok := configuredAt[p.At]; ok && p.Problem != "" && p.Path == p.At {
+			notes = append(notes, fmt.Sprintf("%s:%d: %s; settled by chartpin.yaml:%d (image %s), so in that block only the configured pins are watched",
+				p.File, p.Line, p.Problem, line, p.At))
+			continue
+		}
 		if !seen[p.Path] {
 			pins = append(pins, p)
 		}
@@ -227,79 +221,11 @@ func Pins(t Target) (pins []discover.Pin, notes []string, derr error, err error)
 		}
 		return pins[i].Column < pins[j].Column
 	})
-	if len(pins) == 0 && derr == nil {
-		return nil, nil, nil, failure.Input(fmt.Errorf("%s/%s holds no image pins (no digest, sha, *Digest key or repo@sha256 value); nothing to watch, so this is not a pass",
+	if len(pins) == 0 {
+		return nil, nil, failure.Input(fmt.Errorf("%s/%s holds no image pins (no digest, sha, *Digest key or repo@sha256 value); nothing to watch, so this is not a pass",
 			strings.TrimSuffix(t.Dir, "/"), discover.ValuesFile))
 	}
-	return pins, notes, derr, nil
-}
-
-// settle reruns discovery without each block that the discovery error names
-// and the config configures, until discovery succeeds or fails on a block
-// the config does not settle.
-func settle(t Target, derr error) ([]discover.Pin, []string, error) {
-	name, err := filepath.Abs(filepath.Join(t.Dir, discover.ValuesFile))
-	if err != nil {
-		return nil, nil, derr
-	}
-	data, err := os.ReadFile(name)
-	if err != nil {
-		return nil, nil, derr
-	}
-	f, err := yamledit.Parse(name, data)
-	if err != nil {
-		return nil, nil, derr
-	}
-	root, err := discover.Values(f)
-	if err != nil {
-		return nil, nil, derr
-	}
-	var notes []string
-	for range len(t.Config.Images) + 1 {
-		m := whereRe.FindStringSubmatch(derr.Error())
-		if m == nil || m[1] != name {
-			return nil, notes, derr
-		}
-		line, _ := strconv.Atoi(m[2])
-		var block *yaml.Node
-		var img config.Image
-		for _, im := range t.Config.Images {
-			if n, err := yamledit.LookupNode(root, im.At); err == nil && n.Kind == yaml.MappingNode && n.Line == line && len(n.Content) > 0 {
-				block, img = n, im
-				break
-			}
-		}
-		if block == nil {
-			return nil, notes, derr
-		}
-		notes = append(notes, fmt.Sprintf("%v; settled by chartpin.yaml:%d (image %s), so in that block only the configured pin is watched",
-			derr, img.Line, img.At))
-		block.Content = nil // this private tree only: discovery walks on past it
-		found, err := discover.Find(name, root, nil)
-		if err == nil {
-			return found, notes, nil
-		}
-		derr = err
-	}
-	return nil, notes, derr
-}
-
-// whereRe finds the file:line a discovery error names.
-var whereRe = regexp.MustCompile(`^(.+?):([0-9]+): `)
-
-// unwatchable is the finding for a discovery that failed beyond the
-// configured images: whatever else values.yaml pins is not watched.
-func unwatchable(t Target, derr error) Item {
-	p := discover.Pin{File: filepath.Join(t.Dir, discover.ValuesFile), Path: "(discovery)"}
-	if abs, err := filepath.Abs(p.File); err == nil {
-		p.File = abs
-	}
-	if m := whereRe.FindStringSubmatch(derr.Error()); m != nil {
-		p.File = m[1]
-		p.Line, _ = strconv.Atoi(m[2])
-	}
-	return Item{Chart: t.Dir, Pin: p, Status: Unwatchable,
-		Message: fmt.Sprintf("discovery beyond the configured images failed, so any other pin in %s is unwatched: %v", p.File, derr)}
+	return pins, notes, nil
 }
 
 type checker struct {
@@ -369,8 +295,11 @@ func (c *checker) classify(ctx context.Context) {
 	var order []string
 	for i := range items {
 		it := &items[i]
-		if it.Status != "" {
-			continue // decided already (a failed discovery)
+		if it.Pin.Problem != "" && it.Pin.Key == "" {
+			// A whole block discovery refused (two pins of one image): no
+			// pin key to call "not pinned", so it is a finding.
+			it.Status, it.Message = Unwatchable, it.Pin.Problem
+			continue
 		}
 		if notPinned(it.Pin) {
 			it.Status = NotPinned

@@ -374,14 +374,19 @@ func TestConfigSettlesWhatDiscoveryRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir}}); failure.Code(err) != 2 {
-		t.Fatalf("ambiguous pin without config: %v, want exit 2", err)
+	// Without a config the ambiguous block is a finding, not a silent pass.
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Items) != 1 || rep.Items[0].Status != drift.Unwatchable || !strings.Contains(rep.Items[0].Message, "ambiguous pin") || failure.Code(rep.Err()) != 1 {
+		t.Fatalf("ambiguous pin without config: %+v, want one UNWATCHABLE item (exit 1)", rep.Items)
 	}
 	cfg, err := config.Parse(filepath.Join(dir, "chartpin.yaml"), []byte("charts:\n  - dir: .\n    images:\n      - at: app\n        pin: digest\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}})
+	rep, err = drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}})
 	if err != nil {
 		t.Fatal(err)
 	}
