@@ -115,31 +115,28 @@ func resolve(ctx context.Context, charts []*chart, r resolver.Interface, log *sl
 		}
 	}
 
-	// platforms: one GET per digest, the new one or the one kept, so adding
-	// platforms: later catches a single-arch digest already pinned.
+	// platforms: one GET per digest about to be written, never for a pin
+	// that stays (a re-run costs HEADs only). A digest was checked when it
+	// was written; drift watches it from then on.
 	var keys []string
 	byDigest := map[string]*state{}
 	for _, s := range active {
-		if len(s.Platforms) > 0 && s.Follows == "" && byDigest[s.newDigest] == nil {
+		if len(s.Platforms) > 0 && s.Follows == "" && s.newDigest != s.Digest && byDigest[s.newDigest] == nil {
 			keys = append(keys, s.newDigest)
 			byDigest[s.newDigest] = s
 		}
 	}
 	plats, platErrs := parallel(keys, func(d string) ([]string, error) { return r.Platforms(ctx, byDigest[d].img) })
 	for _, s := range active {
-		if len(s.Platforms) == 0 || s.Follows != "" {
+		if len(s.Platforms) == 0 || s.Follows != "" || s.newDigest == s.Digest {
 			continue
-		}
-		verb := "refusing to pin"
-		if s.newDigest == s.Digest {
-			verb = "the digest already pinned fails platforms:; refusing to keep"
 		}
 		if err := platErrs[s.newDigest]; err != nil {
 			errs = append(errs, fmt.Errorf("%s: image %s: reading platforms of %s: %w", s.Where(), s.ref, s.newDigest, err))
 			continue
 		}
 		if err := resolver.RequirePlatforms(s.ref, plats[s.newDigest], s.Platforms); err != nil {
-			errs = append(errs, fmt.Errorf("%s: image %s: %s %s: %w", s.Where(), s.ref, verb, s.newDigest, err))
+			errs = append(errs, fmt.Errorf("%s: image %s: refusing to pin %s: %w", s.Where(), s.ref, s.newDigest, err))
 		}
 	}
 	return errors.Join(errs...)
