@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
+	"io"
+	"os"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/ghactions"
 	"github.com/chartpin/chartpin/pin"
 )
 
@@ -57,23 +60,63 @@ func runPin(c *cli.Context) error {
 			return err
 		}
 	}
-	w := c.App.Writer
-	switch out {
-	case "json":
+	gh := ghactions.FromEnv(os.Getenv)
+	w, annotations := c.App.Writer, c.App.Writer
+	if out == "json" {
+		// JSON escapes every control character, so no line of it can start
+		// a workflow command; stdout stays one parseable document.
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	case "markdown":
-		_, err = fmt.Fprint(w, res.Markdown())
-		return err
-	}
-	if c.Bool("dry-run") {
-		if _, err := fmt.Fprint(w, res.Diff()); err != nil {
+		if err := enc.Encode(res); err != nil {
 			return err
 		}
+		annotations = c.App.ErrWriter
+	} else if err := gh.Untrusted(w, func(w io.Writer) error {
+		if out == "markdown" {
+			_, err := io.WriteString(w, res.Markdown())
+			return err
+		}
+		if c.Bool("dry-run") {
+			if _, err := io.WriteString(w, res.Diff()); err != nil {
+				return err
+			}
+		}
+		_, err := io.WriteString(w, res.Text())
+		return err
+	}); err != nil {
+		return err
 	}
-	_, err = fmt.Fprint(w, res.Text())
-	return err
+	return gh.Emit(annotations, pinReport(gh, res, c.Bool("dry-run")))
+}
+
+// pinReport is what pin hands to GitHub Actions: outputs changed and (for
+// one chart) version, the Markdown change set as the step summary, and a
+// warning on every pin not pinned and every copy left as it is. Under
+// --dry-run, changed and version say what a real run would do.
+func pinReport(gh *ghactions.Runner, res *pin.Result, dry bool) ghactions.Report {
+	rep := ghactions.Report{Outputs: []ghactions.Output{{Name: "changed", Value: strconv.FormatBool(res.Changed())}}}
+	if len(res.Charts) == 1 {
+		rep.Outputs = append(rep.Outputs, ghactions.Output{Name: "version", Value: res.Charts[0].NewVersion})
+	}
+	title := "## chartpin pin\n\n"
+	if dry {
+		title = "## chartpin pin (dry run: nothing written)\n\n"
+	}
+	rep.Summary = title + res.Markdown()
+	for _, ch := range res.Charts {
+		for _, s := range ch.Skipped {
+			rep.Annotations = append(rep.Annotations, ghactions.Annotation{Level: ghactions.Warning,
+				File: gh.RelPath(s.File), Line: s.Line, Title: "not pinned " + s.Path, Message: s.Problem})
+		}
+		for _, cp := range ch.Copies {
+			if cp.New == "" {
+				rep.Annotations = append(rep.Annotations, ghactions.Annotation{Level: ghactions.Warning,
+					File: gh.RelPath(cp.File), Line: cp.Line, Title: "old digest left " + cp.Pin,
+					Message: cp.Old + " is the old digest of " + cp.Pin + " and is never rewritten here; update it by hand"})
+			}
+		}
+	}
+	return rep
 }
 
 // pinFlags are the flags of every command that runs the pin job (pin, release).

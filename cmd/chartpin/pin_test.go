@@ -13,6 +13,7 @@ import (
 // pinChart writes a one-image chart pointing at host and returns its dir.
 func pinChart(t *testing.T, host string) string {
 	t.Helper()
+	t.Setenv("GITHUB_ACTIONS", "") // a CI runner's own outputs stay untouched
 	dir := t.TempDir()
 	files := map[string]string{
 		"Chart.yaml":  "apiVersion: v2\nname: app\nversion: 0.1.0\nappVersion: \"0.1.0\"\n",
@@ -140,5 +141,291 @@ func TestPinSetTagKeyWithEquals(t *testing.T) {
 	want := "a=b:\n  image:\n    repository: ghcr.io/example/app\n    tag: \"2.0\"\n    digest: \"" + digest + "\"\n"
 	if string(got) != want {
 		t.Errorf("values.yaml:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// runnerCommands returns the lines the Actions runner would execute as
+// workflow commands: those outside ::stop-commands:: blocks.
+func runnerCommands(log string) []string {
+	var commands []string
+	stopped := ""
+	for _, line := range strings.Split(log, "\n") {
+		switch {
+		case stopped != "" && line == "::"+stopped+"::":
+			stopped = ""
+		case stopped != "":
+		case strings.HasPrefix(line, "::stop-commands::"):
+			stopped = strings.TrimPrefix(line, "::stop-commands::")
+		case strings.HasPrefix(line, "::"):
+			commands = append(commands, line)
+		}
+	}
+	return commands
+}
+
+// parseOutputs reads a $GITHUB_OUTPUT file of name<<DELIM blocks as the runner does.
+func parseOutputs(t *testing.T, data string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	lines := strings.Split(data, "\n")
+	for i := 0; i < len(lines); i++ {
+		if lines[i] == "" {
+			continue
+		}
+		name, delim, ok := strings.Cut(lines[i], "<<")
+		if !ok {
+			t.Fatalf("output line %q is not NAME<<DELIM:\n%s", lines[i], data)
+		}
+		var val []string
+		for i++; i < len(lines) && lines[i] != delim; i++ {
+			val = append(val, lines[i])
+		}
+		if i == len(lines) {
+			t.Fatalf("output %s: delimiter %s never closes:\n%s", name, delim, data)
+		}
+		if _, dup := out[name]; dup {
+			t.Errorf("output %s written twice", name)
+		}
+		out[name] = strings.Join(val, "\n")
+	}
+	return out
+}
+
+// Inside GitHub Actions pin writes outputs changed and version, the change
+// table as the step summary, a warning per pin it could not pin, and prints
+// its report inside stop-commands, so a hostile tag in values.yaml injects
+// neither a workflow command nor an output.
+func TestPinGitHubActions(t *testing.T) {
+	dir := t.TempDir()
+	d := "sha256:" + strings.Repeat("ab", 32)
+	evil := `1.0%0A::set-output name=changed::false\n::error::pwned\nchanged<<EOF`
+	files := map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: \"app\\n::error::pwned by name\"\nversion: 0.1.0\nappVersion: \"0.1.0\"\n",
+		"values.yaml": "image:\n  repository: ghcr.io/example/app\n  tag: \"1.0\"\n  digest: \"\"\n" +
+			"evil:\n  repository: ghcr.io/example/evil\n  tag: \"" + evil + "\"\n  digest: \"\"\n",
+		"lock.yaml": "ghcr.io/example/app:1.0: " + d + "\n",
+	}
+	for n, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := t.TempDir()
+	summary, output := filepath.Join(tmp, "summary.md"), filepath.Join(tmp, "output")
+	t.Setenv("GITHUB_ACTIONS", "true")
+	t.Setenv("GITHUB_STEP_SUMMARY", summary)
+	t.Setenv("GITHUB_OUTPUT", output)
+	t.Setenv("GITHUB_WORKSPACE", filepath.Dir(dir))
+	code, out := runCombined(t, "pin", "--digests", filepath.Join(dir, "lock.yaml"), dir)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	// The report (with the hostile tag) was printed, but only as text.
+	if !strings.Contains(out, "values.yaml:8 evil.digest: evil.tag") || !strings.Contains(out, "\n::error::pwned by name (") {
+		t.Errorf("report not printed:\n%s", out)
+	}
+	commands := runnerCommands(out)
+	want := "::warning file=" + filepath.Base(dir) + "/values.yaml,line=8,title=not pinned evil.digest::evil.tag \"1.0%250A::set-output name=changed::false\\n::error::pwned\\nchanged<<EOF\" is not an image tag"
+	if len(commands) != 1 || commands[0] != want {
+		t.Errorf("runner sees commands:\n%s\nwant only:\n%s", strings.Join(commands, "\n"), want)
+	}
+
+	o, err := os.ReadFile(output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parseOutputs(t, string(o))
+	if len(got) != 2 || got["changed"] != "true" || got["version"] != "0.1.1" {
+		t.Errorf("outputs %q from:\n%s", got, o)
+	}
+
+	s, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSummary := "## chartpin pin\n\n### app ::error::pwned by name\n\n| image | tag | old → new digest | platforms |\n|---|---|---|---|\n" +
+		"| `ghcr.io/example/app` | `1.0` | `(none)` → `" + d[:19] + "` |  |\n\n" +
+		"Chart version `0.1.0` → `0.1.1`, appVersion `0.1.0` → `0.1.1`.\n\n" +
+		"Not pinned (image unknown):\n\n" +
+		"- `evil.digest` (values.yaml:8): evil.tag \"1.0%0A::set-output name=changed::false\\\\n::error::pwned\\\\nchanged&lt;&lt;EOF\" is not an image tag\n\n"
+	if string(s) != wantSummary {
+		t.Errorf("summary:\n%s\nwant:\n%s", s, wantSummary)
+	}
+
+	// A second run changes nothing: changed=false, same version.
+	os.Remove(output)
+	if code, out := runCombined(t, "pin", "--digests", filepath.Join(dir, "lock.yaml"), dir); code != 0 {
+		t.Fatalf("second run: exit %d:\n%s", code, out)
+	}
+	o, _ = os.ReadFile(output)
+	if got := parseOutputs(t, string(o)); got["changed"] != "false" || got["version"] != "0.1.1" {
+		t.Errorf("second run outputs %q", got)
+	}
+}
+
+// hashDir returns path → content and mode of every file under dir.
+func hashDir(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		out[p] = string(data) + "\x00" + fi.Mode().String()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPinBadInput runs every bad input through the command, as a user
+// would: it fails with its message and exit code, and every file of every
+// chart keeps its bytes and mode (the command plans, then applies, so a
+// write before the refusal would show here).
+func TestPinBadInput(t *testing.T) {
+	t.Setenv("GITHUB_ACTIONS", "")
+	reg := registrytest.New(t)
+	reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
+	down := registrytest.New(t)
+	downHost := down.Host
+	down.Server.Close()
+
+	const goodChart = "apiVersion: v2\nname: bad\nversion: 1.0.0\nappVersion: \"1.0.0\"\n"
+	const d1 = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	const d2 = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	block := func(host, tag, digest string) string {
+		return "app:\n  image:\n    repository: " + host + "/team/app\n    tag: \"" + tag + "\"\n    digest: " + digest + "\n"
+	}
+	cases := []struct {
+		name  string
+		files map[string]string // "other/..." is a second chart, pinnable on its own
+		args  []string          // flags; starting with --insecure-registry: resolve online
+		lock  string            // the --digests lock of an offline case
+		want  []string
+		code  int
+	}{
+		{name: "malformed YAML", files: map[string]string{"Chart.yaml": goodChart, "values.yaml": "app:\n  image:\n    tag: [1.0\n"},
+			want: []string{"values.yaml:2: parsing yaml: did not find expected", "fix the file and retry"}, code: 2},
+		{name: "duplicate keys", files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block(reg.Host, "1.0", `""`) + "    digest: \"\"\n"},
+			want: []string{"values.yaml:6: mapping key \"digest\" already defined at line 5"}, code: 2},
+		{name: "two candidate locations for one pin", files: map[string]string{"Chart.yaml": goodChart, "values.yaml": "app:\n  image:\n    repository: " + reg.Host + "/team/app\n" +
+			"    tag: \"1.0@" + d1 + "\"\n    digest: \"\"\n"},
+			want: []string{"values.yaml:3: ambiguous pin: app.image.tag (line 4) and app.image.digest (line 5) hold the same image's digest"}, code: 2},
+		{name: "missing Chart.yaml", files: map[string]string{"values.yaml": block(reg.Host, "1.0", `""`)},
+			want: []string{"no Chart.yaml; pass a chart directory"}, code: 2},
+		{name: "missing values.yaml", files: map[string]string{"Chart.yaml": goodChart},
+			want: []string{"reading values:", "values.yaml"}, code: 2},
+		{name: "non-semver version", files: map[string]string{"Chart.yaml": "apiVersion: v2\nname: bad\nversion: 1.0\n", "values.yaml": block(reg.Host, "1.0", `""`)},
+			want: []string{"Chart.yaml:3: version \"1.0\" is not a semantic version"}, code: 2},
+		{name: "lockstep chart whose version and appVersion differ",
+			files: map[string]string{"Chart.yaml": "apiVersion: v2\nname: bad\nversion: 1.0.1\nappVersion: 1.0.0\n", "values.yaml": block(reg.Host, "1.0", `""`),
+				"chartpin.yaml": "charts:\n  - dir: .\n    appVersion: lockstep\n    images:\n      - at: app.image\n"},
+			want: []string{"lockstep chart has version 1.0.1 but appVersion 1.0.0"}, code: 2},
+		{name: "unknown tag", files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block(reg.Host, "9.9", `""`)},
+			args: []string{"--insecure-registry", reg.Host},
+			want: []string{"values.yaml:5 (app.image.digest): image " + reg.Host + "/team/app:9.9:", "image not found"}, code: 1},
+		{name: "registry down", files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block(downHost, "1.0", `""`)},
+			args: []string{"--insecure-registry", downHost},
+			want: []string{"values.yaml:5 (app.image.digest): image " + downHost + "/team/app:1.0:"}, code: 1},
+		{name: "not in the lock file", files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`)},
+			lock: "example.org/team/other:1.0: " + d1 + "\n",
+			want: []string{"values.yaml:5 (app.image.digest): image example.org/team/app:1.0:", "not in digest lock file"}, code: 1},
+		{name: "platforms required, lock entry without platforms",
+			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`),
+				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.image\n        platforms: [linux/amd64, linux/arm64]\n"},
+			lock: "example.org/team/app:1.0: " + d1 + "\n",
+			want: []string{"values.yaml:5 (app.image.digest): image example.org/team/app:1.0: reading platforms of " + d1, "the --digests entry has no platforms"}, code: 1},
+		{name: "versions offline",
+			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`),
+				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.image\n        versions: \"<2\"\n"},
+			lock: "example.org/team/app:1.0: " + d1 + "\n",
+			want: []string{"values.yaml:5 (app.image.digest): image example.org/team/app: listing tags for versions \"<2\"", "not supported"}, code: 1},
+		{name: "unknown --set-tag path", files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`)},
+			args: []string{"--set-tag", "app.nope=2.0"},
+			want: []string{"--set-tag app.nope=2.0: no image at app.nope (images with a tag: app.image)"}, code: 2},
+		{name: "configured path missing from values",
+			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`),
+				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.sidecar\n"},
+			want: []string{"image app.sidecar (chartpin.yaml line 4):", "no key \"sidecar\" under app"}, code: 2},
+		{name: "stale variant pin beside a moving digest",
+			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": "app:\n  image:\n    repository: example.org/team/app\n    tag: \"1.0\"\n" +
+				"    digest: " + d1 + "\n    digestChroot: " + d1 + "\n"},
+			lock: "example.org/team/app:1.0: " + d2 + "\n",
+			want: []string{"values.yaml:6 (app.image.digestChroot): image app.image moves but this pin cannot follow it", "configure it in chartpin.yaml"}, code: 1},
+		{name: "copy of the old digest without --rewrite-copies",
+			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", d1), "templates/NOTES.txt": "# pinned " + d1 + "\n"},
+			lock:  "example.org/team/app:1.0: " + d2 + "\n",
+			want:  []string{"templates/NOTES.txt:1: " + d1 + " (old digest of app.image.digest)", "rerun with --rewrite-copies"}, code: 1},
+		{name: "a pinnable chart beside a failing one: neither is written",
+			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", d1), "templates/NOTES.txt": "# pinned " + d1 + "\n",
+				"other/Chart.yaml": goodChart, "other/values.yaml": block("example.org", "1.0", d1)},
+			lock: "example.org/team/app:1.0: " + d2 + "\n",
+			want: []string{"templates/NOTES.txt:1: " + d1}, code: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "chart")
+			for name, body := range tc.files {
+				p := filepath.Join(dir, name)
+				if strings.HasPrefix(name, "other/") {
+					p = filepath.Join(root, name)
+				}
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(body), 0o640); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Online cases name their registry (a global flag, before
+			// "pin"); every other case resolves from a lock file.
+			var args []string
+			if len(tc.args) > 0 && tc.args[0] == "--insecure-registry" {
+				args = append(append(args, tc.args...), "pin")
+			} else {
+				args = append(append(args, "pin"), tc.args...)
+				lock := filepath.Join(t.TempDir(), "digests.yaml")
+				if err := os.WriteFile(lock, []byte(tc.lock), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--digests", lock)
+			}
+			if _, ok := tc.files["chartpin.yaml"]; ok {
+				args = append(args, "--config", filepath.Join(dir, "chartpin.yaml"))
+			} else {
+				// The pinnable chart goes first: its edits are planned in
+				// full before the other chart is refused.
+				if _, ok := tc.files["other/Chart.yaml"]; ok {
+					args = append(args, filepath.Join(root, "other"))
+				}
+				args = append(args, dir)
+			}
+			before := hashDir(t, root)
+			stdout, stderr, code := runCLI(t, args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr:\n%s\nwant it to contain %q", stderr, w)
+				}
+			}
+			if !strings.Contains(stderr, dir) && tc.name != "unknown --set-tag path" {
+				t.Errorf("stderr %q does not name the file", stderr)
+			}
+			after := hashDir(t, root)
+			if len(after) != len(before) {
+				t.Errorf("%d files became %d", len(before), len(after))
+			}
+			for p, h := range before {
+				if after[p] != h {
+					t.Errorf("%s written (bytes or mode changed), want untouched", p)
+				}
+			}
+		})
 	}
 }
