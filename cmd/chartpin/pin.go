@@ -22,7 +22,9 @@ func init() {
 			ArgsUsage: "[CHART_DIR...]",
 			Description: "With ./chartpin.yaml (or --config) exactly the configured images are pinned; without one,\n" +
 				"every pin key in each CHART_DIR's values.yaml is discovered. Nothing is written unless every\n" +
-				"image resolves and every policy holds; a second run changes nothing.",
+				"image resolves and every policy holds; a second run changes nothing. Inside GitHub Actions it writes\n" +
+				"the outputs changed and version (one chart), the change table to the step summary, and a warning\n" +
+				"for every pin it cannot pin and every old-digest copy it leaves.",
 			Flags: append(pinFlags(),
 				&cli.BoolFlag{Name: "dry-run", Usage: "print a unified diff, write nothing"},
 				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json|markdown"},
