@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/chartbump"
+	"github.com/chartpin/chartpin/internal/redact"
 	"github.com/chartpin/chartpin/resolver"
 )
 
@@ -107,7 +108,7 @@ func (g *guard) published(ctx context.Context, name, version string) (bool, stri
 	if g.o.index != "" {
 		ok, err := g.inIndex(ctx, name, version)
 		if err != nil || ok {
-			return ok, redactURL(g.o.index), err
+			return ok, redact.URL(g.o.index), err
 		}
 	}
 	if g.o.oci != "" {
@@ -151,15 +152,15 @@ func (g *guard) inIndex(ctx context.Context, name, version string) (bool, error)
 		defer cancel()
 		req, err := http.NewRequestWithContext(tctx, http.MethodGet, g.o.index, nil)
 		if err != nil {
-			return false, redactErr(err)
+			return false, redact.Err(err)
 		}
 		resp, err := g.o.client.Do(req)
 		if err != nil {
-			return false, fmt.Errorf("fetching the index: %w", redactErr(err))
+			return false, fmt.Errorf("fetching the index: %w", redact.Err(err))
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return false, fmt.Errorf("fetching the index %s: %s", redactURL(g.o.index), resp.Status)
+			return false, fmt.Errorf("fetching the index %s: %s", redact.URL(g.o.index), resp.Status)
 		}
 		if data, err = io.ReadAll(resp.Body); err != nil {
 			return false, fmt.Errorf("fetching the index: %w", err)
@@ -172,10 +173,10 @@ func (g *guard) inIndex(ctx context.Context, name, version string) (bool, error)
 	}
 	var idx index
 	if err := yaml.Unmarshal(data, &idx); err != nil {
-		return false, fmt.Errorf("%s: not a Helm index: %w", redactURL(g.o.index), err)
+		return false, fmt.Errorf("%s: not a Helm index: %w", redact.URL(g.o.index), err)
 	}
 	if idx.APIVersion == "" {
-		return false, fmt.Errorf("%s: no apiVersion; not a Helm repository index.yaml", redactURL(g.o.index))
+		return false, fmt.Errorf("%s: no apiVersion; not a Helm repository index.yaml", redact.URL(g.o.index))
 	}
 	for _, e := range idx.Entries[name] {
 		if e.Version == version || sameVersion(e.Version, version) {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chartpin/chartpin/internal/redact"
 	"github.com/google/go-github/v60/github"
 )
 
@@ -284,16 +285,7 @@ var remoteRE = regexp.MustCompile(`^(?:https?://(?:[^@/]+@)?[^/]+/|ssh://(?:[^@/
 func RepoFromRemote(remote string) (owner, name string, err error) {
 	m := remoteRE.FindStringSubmatch(remote)
 	if m == nil {
-		return "", "", fmt.Errorf("cannot derive OWNER/NAME from remote URL %q; pass --repo OWNER/NAME", redact(remote))
+		return "", "", fmt.Errorf("cannot derive OWNER/NAME from remote URL %q; pass --repo OWNER/NAME", redact.URL(remote))
 	}
 	return m[1], m[2], nil
-}
-
-// redact drops userinfo (a token in an https remote) before a URL is shown.
-func redact(u string) string {
-	if p, err := url.Parse(u); err == nil && p.User != nil {
-		p.User = nil
-		return p.String()
-	}
-	return u
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/chartpin/chartpin/gitops"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/redact"
 	"github.com/chartpin/chartpin/pin"
 	"github.com/chartpin/chartpin/pullrequest"
 )
@@ -249,7 +250,7 @@ func (r *Report) Text() string {
 		for _, f := range r.Files {
 			fmt.Fprintf(&b, "    %s\n", f)
 		}
-		fmt.Fprintf(&b, "would push %s to %s\n", r.Branch, redact(r.Remote))
+		fmt.Fprintf(&b, "would push %s to %s\n", r.Branch, redact.URL(r.Remote))
 		switch {
 		case r.PR == nil:
 			fmt.Fprintf(&b, "would open or update the pull request for %s (no GITHUB_TOKEN: not looked up)\n", r.Branch)
@@ -285,14 +286,4 @@ func shortHash(h string) string {
 		return h[:12]
 	}
 	return h
-}
-
-// redact drops userinfo (a token) from a URL before it is shown.
-func redact(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		if at := strings.Index(u[i+3:], "@"); at >= 0 && !strings.Contains(u[i+3:i+3+at], "/") {
-			return u[:i+3] + u[i+3+at+1:]
-		}
-	}
-	return u
 }

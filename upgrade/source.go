@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/chartpin/chartpin/internal/redact"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/registry"
@@ -35,37 +36,7 @@ func source(opts Options) chartSource {
 		return &ociSource{ref: strings.TrimSuffix(strings.TrimPrefix(opts.OCI, "oci://"), "/") + "/" + opts.Chart}
 	}
 	u := strings.TrimSuffix(opts.RepoURL, "/") + "/index.yaml"
-	return &indexSource{url: u, shown: redact(u), base: opts.RepoURL}
-}
-
-// redact is raw fit to show in a log line or an error: a password, or a user
-// name alone (often a token), is masked. No credential is ever printed,
-// logged or written.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		// Unparseable: mask whatever precedes the last '@' of the authority.
-		scheme, rest, ok := strings.Cut(raw, "://")
-		if !ok {
-			return raw
-		}
-		auth, path := rest, ""
-		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-			auth, path = rest[:i], rest[i:]
-		}
-		if i := strings.LastIndex(auth, "@"); i >= 0 {
-			return scheme + "://xxxxx@" + auth[i+1:] + path
-		}
-		return raw
-	}
-	if u.User == nil {
-		return raw
-	}
-	if _, ok := u.User.Password(); !ok {
-		u.User = url.User("xxxxx")
-		return u.String()
-	}
-	return u.Redacted()
+	return &indexSource{url: u, shown: redact.URL(u), base: opts.RepoURL}
 }
 
 // Newest is the highest semantic version among versions: 1.9.63-rc.1 ranks
@@ -148,19 +119,19 @@ func (s *indexSource) fetch(ctx context.Context, opts Options, version string) (
 	}
 	u, err := repo.ResolveReferenceURL(s.base, cv.URLs[0])
 	if err != nil {
-		return nil, fmt.Errorf("chart %q %s in %s: archive URL %q: %w", opts.Chart, version, s.shown, redact(cv.URLs[0]), err)
+		return nil, fmt.Errorf("chart %q %s in %s: archive URL %q: %w", opts.Chart, version, s.shown, redact.URL(cv.URLs[0]), err)
 	}
 	data, err := get(ctx, opts, u)
 	if err != nil {
-		return nil, fmt.Errorf("downloading chart %q %s from %s: %w", opts.Chart, version, redact(u), err)
+		return nil, fmt.Errorf("downloading chart %q %s from %s: %w", opts.Chart, version, redact.URL(u), err)
 	}
 	if cv.Digest != "" {
 		sum := sha256.Sum256(data)
 		if got := hex.EncodeToString(sum[:]); got != cv.Digest {
-			return nil, fmt.Errorf("chart archive %s: sha256 %s, but %s says %s: the repository is inconsistent, republish the chart", redact(u), got, s.shown, cv.Digest)
+			return nil, fmt.Errorf("chart archive %s: sha256 %s, but %s says %s: the repository is inconsistent, republish the chart", redact.URL(u), got, s.shown, cv.Digest)
 		}
 	}
-	return loadArchive(data, redact(u), opts.Chart, version)
+	return loadArchive(data, redact.URL(u), opts.Chart, version)
 }
 
 // get reads rawURL within one request timeout. Credentials in rawURL are
@@ -168,7 +139,7 @@ func (s *indexSource) fetch(ctx context.Context, opts Options, version string) (
 func get(ctx context.Context, opts Options, rawURL string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
 	defer cancel()
-	shown := redact(rawURL)
+	shown := redact.URL(rawURL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		// A *url.Error quotes the whole URL: keep only the reason.

@@ -20,6 +20,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/redact"
 )
 
 // Decisions reported in Result.Decision.
@@ -141,7 +142,7 @@ func (opts Options) Validate() error {
 	case opts.RepoURL != "" && opts.OCI != "":
 		problems = append(problems, "--repo and --oci are exclusive: pick the one the chart is published to")
 	case opts.RepoURL != "" && !strings.HasPrefix(opts.RepoURL, "http://") && !strings.HasPrefix(opts.RepoURL, "https://"):
-		problems = append(problems, fmt.Sprintf("--repo %q: want an http(s) URL of a directory holding index.yaml", redact(opts.RepoURL)))
+		problems = append(problems, fmt.Sprintf("--repo %q: want an http(s) URL of a directory holding index.yaml", redact.URL(opts.RepoURL)))
 	case opts.OCI != "" && !strings.HasPrefix(opts.OCI, "oci://"):
 		problems = append(problems, fmt.Sprintf("--oci %q: want oci://HOST/PATH", opts.OCI))
 	}
