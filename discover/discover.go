@@ -78,19 +78,15 @@ func (p Pin) Where() string { return fmt.Sprintf("%s:%d (%s)", p.File, p.Line, p
 // malformed YAML, duplicate keys (`<<` merge keys too), invalid UTF-8 and
 // configured paths that do not exist are input errors naming file:line.
 func Chart(dir string, cfg *config.Chart) ([]Pin, error) {
-	f, err := readValues(dir)
+	name, root, err := readValues(dir)
 	if err != nil {
 		return nil, err
 	}
-	root, err := Values(f)
-	if err != nil {
-		return nil, err
-	}
-	return Find(f.Name, root, cfg)
+	return Find(name, root, cfg)
 }
 
-// readValues parses dir's values.yaml (named by its absolute path).
-func readValues(dir string) (*yamledit.File, error) {
+// readValues parses dir's values.yaml and returns its absolute path and values tree.
+func readValues(dir string) (string, *yaml.Node, error) {
 	name := filepath.Join(dir, ValuesFile)
 	if abs, err := filepath.Abs(name); err == nil {
 		name = abs
@@ -98,11 +94,16 @@ func readValues(dir string) (*yamledit.File, error) {
 	data, err := os.ReadFile(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, failure.Input(fmt.Errorf("reading values: %w; is %s a chart directory?", err, dir))
+			return "", nil, failure.Input(fmt.Errorf("reading values: %w; is %s a chart directory?", err, dir))
 		}
-		return nil, fmt.Errorf("reading values: %w", err)
+		return "", nil, fmt.Errorf("reading values: %w", err)
 	}
-	return yamledit.Parse(name, data)
+	f, err := yamledit.Parse(name, data)
+	if err != nil {
+		return "", nil, err
+	}
+	root, err := Values(f)
+	return name, root, err
 }
 
 // Values returns the values tree of a parsed values.yaml: the first
@@ -136,15 +137,11 @@ func Find(name string, root *yaml.Node, cfg *config.Chart) ([]Pin, error) {
 // pinned unambiguously comes back as a Pin with Problem set, and the walk
 // goes on, so one bad block never hides the pins after it (lesson 7).
 func Survey(dir string) ([]Pin, error) {
-	f, err := readValues(dir)
+	name, root, err := readValues(dir)
 	if err != nil {
 		return nil, err
 	}
-	root, err := Values(f)
-	if err != nil {
-		return nil, err
-	}
-	return discover(f.Name, root, true)
+	return discover(name, root, true)
 }
 
 var (
