@@ -3,7 +3,6 @@ package e2e
 import (
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/chartpin/chartpin/internal/gittest"
@@ -23,11 +22,5 @@ func clone(t *testing.T, g *gittest.Server, repo, token, dir string) {
 // git runs git in dir with a fixed identity and returns its trimmed output.
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=Edge Dev", "-c", "user.email=dev@example.com", "-c", "init.defaultBranch=main"}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return gittest.Git(t, dir, args...)
 }

@@ -12,25 +12,12 @@ import (
 
 	"github.com/chartpin/chartpin/gitops"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/gittest"
 )
 
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
-			t.Fatalf("git is required (CHARTPIN_REQUIRE_INTEGRATION=1): %v", err)
-		}
-		t.Skip("SKIPPING: git not installed (apt-get install git); the gh-pages tests need it")
-	}
-	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=A", "GIT_AUTHOR_EMAIL=a@example.com",
-		"GIT_COMMITTER_NAME=A", "GIT_COMMITTER_EMAIL=a@example.com", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return gittest.Git(t, dir, args...)
 }
 
 // publishing to a gh-pages branch: a new branch, an append, a prerelease

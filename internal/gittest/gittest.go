@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -83,4 +85,24 @@ func (s *Server) Pushes() int {
 // for `git -c http.extraHeader=...`.
 func BasicAuth(token string) string {
 	return "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
+}
+
+// Git runs the real git in dir as Alice <alice@example.com>, with no global
+// or system config, and returns its trimmed output; a failure fails the
+// test. It skips loudly (fails under CHARTPIN_REQUIRE_INTEGRATION=1) when
+// git is not installed.
+func Git(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	registrytest.RequireBinary(t, "git", "git")
+	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GIT_AUTHOR_NAME=Alice", "GIT_AUTHOR_EMAIL=alice@example.com",
+		"GIT_COMMITTER_NAME=Alice", "GIT_COMMITTER_EMAIL=alice@example.com",
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
