@@ -2,7 +2,6 @@ package drift_test
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,28 +13,9 @@ import (
 	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/drift"
 	"github.com/chartpin/chartpin/ghactions"
+	"github.com/chartpin/chartpin/internal/golden"
 	"github.com/chartpin/chartpin/resolver"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run go test -update once): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
-}
 
 const (
 	dA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -99,13 +79,13 @@ func TestActionsGolden(t *testing.T) {
 			if err := gh.Emit(&log, drift.Actions(rep, rel)); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, name+".log.golden", log.Bytes())
+			golden.Check(t, name+".log.golden", log.Bytes())
 			for _, f := range []string{"summary", "output"} {
 				data, err := os.ReadFile(vars["GITHUB_"+map[string]string{"summary": "STEP_SUMMARY", "output": "OUTPUT"}[f]])
 				if err != nil {
 					t.Fatal(err)
 				}
-				golden(t, name+"."+f+".golden", data)
+				golden.Check(t, name+"."+f+".golden", data)
 			}
 		})
 	}

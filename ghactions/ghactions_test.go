@@ -2,7 +2,6 @@ package ghactions_test
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,28 +10,8 @@ import (
 	"testing"
 
 	"github.com/chartpin/chartpin/ghactions"
+	"github.com/chartpin/chartpin/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run go test -update once): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
-}
 
 // counter makes predictable tokens, so the golden files are stable.
 func counter() func() (string, error) {
@@ -93,17 +72,17 @@ func TestEmitGolden(t *testing.T) {
 	if err := r.Emit(&log, sampleReport(r)); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "log.golden", log.Bytes())
+	golden.Check(t, "log.golden", log.Bytes())
 	s, err := os.ReadFile(summary)
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "summary.golden", s)
+	golden.Check(t, "summary.golden", s)
 	o, err := os.ReadFile(output)
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "output.golden", o)
+	golden.Check(t, "output.golden", o)
 }
 
 // TestInjectionInert parses the log the way the runner does: only lines that

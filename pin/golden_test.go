@@ -3,7 +3,6 @@ package pin
 import (
 	"bytes"
 	"context"
-	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,10 +12,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/chartpin/chartpin/internal/golden"
 	"github.com/chartpin/chartpin/resolver"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/<case>/expected from the current output")
 
 // goldenCase is testdata/<case>/case.yaml: the flags of the run.
 type goldenCase struct {
@@ -120,7 +118,7 @@ func TestGolden(t *testing.T) {
 			}
 			got := readTree(t, work)
 			exp := filepath.Join(caseDir, "expected")
-			if *update {
+			if *golden.Update {
 				os.RemoveAll(exp)
 				for rel, b := range got {
 					p := filepath.Join(exp, rel)

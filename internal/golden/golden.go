@@ -1,0 +1,33 @@
+// Package golden compares test output with files under testdata, and
+// rewrites them with `go test -update`.
+package golden
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Update is the -update flag of every test binary that imports golden.
+var Update = flag.Bool("update", false, "rewrite the golden files under testdata from the current output")
+
+// Check compares got with testdata/name, or rewrites that file under -update.
+func Check(t testing.TB, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *Update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run go test -update once): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
+	}
+}
