@@ -90,11 +90,7 @@ func driftTargets(cfg *config.File, dirs []string) ([]drift.Target, error) {
 			if err != nil {
 				return nil, usage("chart dir %s: %v", d, err)
 			}
-			for i := range cfg.Charts {
-				if cfg.Charts[i].Dir == abs {
-					t.Config = &cfg.Charts[i]
-				}
-			}
+			t.Config = cfg.Chart(abs) // nil: not configured, watched by discovery
 		}
 		out = append(out, t)
 	}
