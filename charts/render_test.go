@@ -104,24 +104,8 @@ func renderParsed(t *testing.T, r rendered, manifest string) rendered {
 		r.base = releaseName + "-example"
 	}
 	for _, o := range r.objs {
-		var spec *corev1.PodSpec
+		spec := podSpec(t, o)
 		switch o.Kind {
-		case "Deployment":
-			var d appsv1.Deployment
-			o.into(t, &d)
-			spec = &d.Spec.Template.Spec
-		case "DaemonSet":
-			var d appsv1.DaemonSet
-			o.into(t, &d)
-			spec = &d.Spec.Template.Spec
-		case "StatefulSet":
-			var d appsv1.StatefulSet
-			o.into(t, &d)
-			spec = &d.Spec.Template.Spec
-		case "CronJob":
-			var c batchv1.CronJob
-			o.into(t, &c)
-			spec = &c.Spec.JobTemplate.Spec.Template.Spec
 		case "ConfigMap":
 			var cm corev1.ConfigMap
 			o.into(t, &cm)
@@ -670,24 +654,35 @@ func checkInvariants(t *testing.T, r rendered, reconcileEnabled bool) {
 	checkNoWildcards(t, r)
 }
 
-// checkPodSecurity: every pod the chart renders meets the restricted profile.
-func checkPodSecurity(t *testing.T, o object) {
+// podSpec is the pod template of a workload object; nil for other kinds.
+func podSpec(t *testing.T, o object) *corev1.PodSpec {
 	t.Helper()
-	var spec *corev1.PodSpec
 	switch o.Kind {
 	case "Deployment":
 		var d appsv1.Deployment
 		o.into(t, &d)
-		spec = &d.Spec.Template.Spec
+		return &d.Spec.Template.Spec
 	case "DaemonSet":
 		var d appsv1.DaemonSet
 		o.into(t, &d)
-		spec = &d.Spec.Template.Spec
+		return &d.Spec.Template.Spec
+	case "StatefulSet":
+		var d appsv1.StatefulSet
+		o.into(t, &d)
+		return &d.Spec.Template.Spec
 	case "CronJob":
 		var c batchv1.CronJob
 		o.into(t, &c)
-		spec = &c.Spec.JobTemplate.Spec.Template.Spec
-	default:
+		return &c.Spec.JobTemplate.Spec.Template.Spec
+	}
+	return nil
+}
+
+// checkPodSecurity: every pod the chart renders meets the restricted profile.
+func checkPodSecurity(t *testing.T, o object) {
+	t.Helper()
+	spec := podSpec(t, o)
+	if spec == nil {
 		return
 	}
 	ps := spec.SecurityContext
