@@ -102,19 +102,7 @@ func TestDriftGitHubActionsInjection(t *testing.T) {
 	wantExit(t, code, 1, out)
 
 	// Read the log as the runner does: commands only outside stop-commands.
-	var commands []string
-	stopped := ""
-	for _, line := range strings.Split(out, "\n") {
-		switch {
-		case stopped != "" && line == "::"+stopped+"::":
-			stopped = ""
-		case stopped != "":
-		case strings.HasPrefix(line, "::stop-commands::"):
-			stopped = strings.TrimPrefix(line, "::stop-commands::")
-		case strings.HasPrefix(line, "::"):
-			commands = append(commands, line)
-		}
-	}
+	commands := runnerCommands(out)
 	if len(commands) != 1 {
 		t.Fatalf("runner sees %d commands, want the one annotation:\n%s", len(commands), strings.Join(commands, "\n"))
 	}
