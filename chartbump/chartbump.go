@@ -1,7 +1,7 @@
 // Package chartbump moves a chart's Chart.yaml `version` and `appVersion`,
 // byte-exactly through yamledit, keeping them in lockstep where the chart
-// does (lesson 13: lockstep is enforced by the tool, not by review) and
-// ordering versions by semver, never by `sort -V` (lesson 14).
+// does (lockstep enforced by the tool, not by review) and ordering versions
+// by semver, never by `sort -V` (docs/design.md#semantic-version-order).
 //
 // Bumping a prerelease finalises it: 1.2.3-rc.1 + patch is 1.2.3, 1.3.0-rc.1
 // + minor is 1.3.0 and 2.0.0-rc.1 + major is 2.0.0 (as npm's semver does);

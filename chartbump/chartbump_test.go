@@ -176,7 +176,7 @@ func TestPlanRules(t *testing.T) {
 		{"prerelease + minor past a patch", "version: 1.3.1-rc.1\n", Options{Bump: BumpMinor}, "1.4.0", ""},
 		{"prerelease + major finalises x.0.0", "version: 2.0.0-rc.1\n", Options{Bump: BumpMajor}, "2.0.0", ""},
 		{"build metadata dropped", "version: 1.2.3+build.5\n", Options{Bump: BumpPatch}, "1.2.4", ""},
-		{"rc to its release is forward (lesson 14)", "version: 1.9.63-rc.1\nappVersion: 1.9.63-rc.1\n", Options{Version: "1.9.63"}, "1.9.63", "1.9.63"},
+		{"rc to its release is forward", "version: 1.9.63-rc.1\nappVersion: 1.9.63-rc.1\n", Options{Version: "1.9.63"}, "1.9.63", "1.9.63"},
 		{"lockstep told by --version", "version: 1.2.3\nappVersion: 1.0.0\n", Options{AppVersionPolicy: PolicyLockstep, Version: "1.2.4"}, "1.2.4", "1.2.4"},
 		{"lockstep told by --app-version", "version: 1.2.3\nappVersion: 1.0.0\n", Options{AppVersionPolicy: PolicyLockstep, AppVersion: "v1.3.0"}, "1.3.0", "v1.3.0"},
 		{"keep with explicit appVersion and a bump", "version: 1.2.3\nappVersion: 7.0\n", Options{Bump: BumpPatch, AppVersion: "7.1"}, "1.2.4", "7.1"},
@@ -232,7 +232,7 @@ func TestPlanRefuses(t *testing.T) {
 		{"lockstep both explicit and different", "version: 1.2.3\nappVersion: 1.2.3\n", Options{Version: "1.2.4", AppVersion: "1.2.5"}, "version 1.2.4 and appVersion 1.2.5 differ"},
 		{"lockstep non-semver appVersion", "version: 1.2.3\nappVersion: latest\n", Options{Bump: BumpPatch, AppVersionPolicy: PolicyLockstep}, "lockstep chart has version 1.2.3 but appVersion latest"},
 		{"downgrade", "version: 1.2.3\n", Options{Version: "1.2.2"}, "charts/x/Chart.yaml:1: new version 1.2.2 is lower than the current 1.2.3"},
-		{"release to its rc (lesson 14)", "version: 1.9.63\n", Options{Version: "1.9.63-rc.1"}, "new version 1.9.63-rc.1 is lower than the current 1.9.63"},
+		{"release to its rc", "version: 1.9.63\n", Options{Version: "1.9.63-rc.1"}, "new version 1.9.63-rc.1 is lower than the current 1.9.63"},
 		{"appVersion moves without a version", "version: 1.2.3\nappVersion: 7.0\n", Options{AppVersion: "7.1"}, "charts/x/Chart.yaml:2: appVersion moves from 7.0 to 7.1 but version stays 1.2.3"},
 		{"no appVersion to set", "version: 1.2.3\n", Options{Bump: BumpPatch, AppVersionPolicy: PolicyLockstep}, "the chart has no appVersion to set"},
 		{"unknown bump", "version: 1.2.3\n", Options{Bump: "huge"}, `unknown bump "huge"`},
@@ -299,7 +299,7 @@ func TestWrite(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
-		t.Fatalf("mode %v, want 0640 (lesson 6)", fi.Mode().Perm())
+		t.Fatalf("mode %v, want 0640 kept", fi.Mode().Perm())
 	}
 	// The same plan again: the file moved on, so it refuses.
 	if err := Write(change); err == nil || !strings.Contains(err.Error(), "changed since it was read") {

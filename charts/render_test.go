@@ -174,8 +174,8 @@ type want struct {
 	policy corev1.PullPolicy
 }
 
-// TestMatrix renders the example chart across the configurations the seeds
-// describe, checks each case's images, policies and reconcile targets, and
+// TestMatrix renders the example chart across the configurations edges run,
+// checks each case's images, policies and reconcile targets, and
 // checks the global invariants on every render.
 func TestMatrix(t *testing.T) {
 	cases := []struct {
@@ -778,7 +778,7 @@ func checkReconcileObjects(t *testing.T, r rendered) {
 	}
 	work := time.Duration(len(r.targets.Targets)) * rollout
 	active := time.Duration(*cj.Spec.JobTemplate.Spec.ActiveDeadlineSeconds) * time.Second
-	// Slack on both sides (lesson 18): the tick's own deadline leaves at
+	// Slack on both sides (docs/design.md#deadlines-with-slack): the tick's own deadline leaves at
 	// least 50% over the sequential worst case, and the Job outlives it.
 	if deadline < work+work/2 || active <= deadline {
 		t.Errorf("%d targets x %s: --deadline %s, activeDeadlineSeconds %s; want deadline >= 1.5 x work and the Job deadline above it", len(r.targets.Targets), rollout, deadline, active)

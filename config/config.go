@@ -232,9 +232,9 @@ func FollowRoot[T any](entries []T, link func(T) Link, start T) (T, error) {
 
 // HighestInRange returns the highest tag in the semver range versions.
 // Only strict semver tags count (an optional leading v): a float like 0.8
-// is never picked, since the ceiling exists to avoid it (lesson 3). A
+// is never picked, since the ceiling exists to avoid it. A
 // prerelease counts only when the range names one, and ranks below its
-// release (lesson 14). pin and drift both pick through it.
+// release. pin and drift both pick through it.
 func HighestInRange(versions string, tags []string) (string, error) {
 	c, err := semver.NewConstraint(versions)
 	if err != nil {

@@ -1,7 +1,7 @@
 // Package discover finds the image pins a chart's values.yaml declares: with
 // a config, exactly the configured images; without one, every image block that
-// carries a pin key, anywhere in the file (lesson 7: a watcher that walked only
-// images: watched 1 of 3 pins). A pin whose image cannot be determined is
+// carries a pin key, anywhere in the file (a watcher that walked only images:
+// watched 1 of 3 pins). A pin whose image cannot be determined is
 // returned with Problem set, never dropped.
 package discover
 
@@ -24,7 +24,8 @@ import (
 )
 
 // ValuesFile is the file chartpin pins into: only chart defaults reach
-// installed edges through helm upgrade --reset-then-reuse-values (lesson 2).
+// installed edges through helm upgrade --reset-then-reuse-values
+// (docs/design.md#pins-live-in-chart-defaults).
 const ValuesFile = "values.yaml"
 
 // Pin is one pin location in values.yaml and the image it pins.
@@ -135,7 +136,7 @@ func Find(name string, root *yaml.Node, cfg *config.Chart) ([]Pin, error) {
 
 // Survey is discovery for read-only checks (drift): a block that cannot be
 // pinned unambiguously comes back as a Pin with Problem set, and the walk
-// goes on, so one bad block never hides the pins after it (lesson 7).
+// goes on, so one bad block never hides the pins after it.
 func Survey(dir string) ([]Pin, error) {
 	name, root, err := readValues(dir)
 	if err != nil {
@@ -205,7 +206,7 @@ func (b block) str(key string) string {
 
 // globalRegistry is the chart-wide registry default that Bitnami-style and
 // ingress-nginx-style charts apply to blocks without their own registry.
-// An empty value is "no override" (lesson 21).
+// An empty value is "no override", never an empty registry.
 func globalRegistry(root *yaml.Node) string {
 	for _, p := range []string{"global.imageRegistry", "global.image.registry"} {
 		if n, err := yamledit.LookupNode(root, p); err == nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && n.Value != "" {

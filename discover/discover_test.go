@@ -113,9 +113,9 @@ func writeChart(t *testing.T, values string) string {
 	return dir
 }
 
-// seedValues is shaped like the seed chart: channel tags, a prod pin, a
+// edgeValues is shaped like an edge control-plane chart: channel tags, a prod pin, a
 // follower, a pin outside images:, and a block with no repository.
-const seedValues = `global:
+const edgeValues = `global:
   imageRegistry: ""
 images:
   ingestor:
@@ -153,8 +153,8 @@ notAnImage:
   command: "echo x:y"
 `
 
-func TestDiscoverSeedShape(t *testing.T) {
-	dir := writeChart(t, seedValues)
+func TestDiscoverEdgeShape(t *testing.T) {
+	dir := writeChart(t, edgeValues)
 	pins, err := Chart(dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func checkPins(t *testing.T, pins []Pin, more func(Pin) string, want ...string) 
 }
 
 func TestConfigured(t *testing.T) {
-	dir := writeChart(t, seedValues+`serviceDbAccountsByEnv:
+	dir := writeChart(t, edgeValues+`serviceDbAccountsByEnv:
   prod: true
 controller:
   image:
@@ -316,7 +316,7 @@ jelly:
 		{"list", "      - at: list\n", "is a list"},
 	}
 	extra := "amb:\n  repository: a/b\n  tag: v1@sha256:1111111111111111111111111111111111111111111111111111111111111111\n  digest: \"\"\nlist: [1]\n"
-	dir2 := writeChart(t, seedValues+"serviceDbAccountsByEnv:\n  prod: true\n"+extra)
+	dir2 := writeChart(t, edgeValues+"serviceDbAccountsByEnv:\n  prod: true\n"+extra)
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
 			cf, err := config.Parse(filepath.Join(dir2, "chartpin.yaml"), []byte("charts:\n  - dir: "+dir2+"\n    images:\n"+tc.images))
@@ -458,7 +458,7 @@ aliased:
 		`"odd[0]"."v.2".prodDigest docker.io/a/f:3 digest tag="odd[0]"."v.2".channelTags.prod`,
 		`"image.key".digest docker.io/a/g:4 digest tag="image.key".tag`,
 		`aliased."image.key".digest docker.io/a/h:5 digest tag=aliased."image.key".tag`)
-	dirs := map[string]string{"quoted": qdir, "seed": writeChart(t, seedValues)}
+	dirs := map[string]string{"quoted": qdir, "edge": writeChart(t, edgeValues)}
 	for _, rel := range []string{"bitnami-nginx/original", "oracle-ingress-nginx/before", "node-exporter/original", "fulcio/original", "jellyfin/original", "kube-prometheus-stack/original"} {
 		dirs[rel] = corpusDir(t, rel)
 	}

@@ -1,7 +1,7 @@
 // Package drift answers, read-only, for every pin a chart declares: does its
 // float still resolve to the digest we decided to trust? Every pin found is
-// either watched or reported (lesson 7); a registry error is a finding, never
-// a pass (lesson 10); known drift can be acknowledged until a date (lesson 9).
+// either watched or reported; a registry error is a finding, never a pass;
+// known drift can be acknowledged until a date (docs/design.md#drift-watching).
 package drift
 
 import (

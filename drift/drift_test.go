@@ -129,7 +129,7 @@ func checkClassifications(t *testing.T, push *registrytest.Pusher, host string, 
 	for path, st := range want {
 		it, ok := got[path]
 		if !ok {
-			t.Errorf("pin %s not reported (lesson 7: every pin watched or reported)", path)
+			t.Errorf("pin %s not reported: every pin must be watched or reported", path)
 			continue
 		}
 		if it.Status != st {
@@ -186,7 +186,7 @@ func TestDistributionWithAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Refused credentials are UNRESOLVED, never ok (lesson 10).
+	// Refused credentials are UNRESOLVED, never ok: an error is a finding.
 	for _, it := range rep.Items {
 		if it.Status == drift.OK || it.Status == drift.Drift {
 			t.Errorf("%s: %s with bad credentials", it.Pin.Path, it.Status)
@@ -423,7 +423,7 @@ func TestAcknowledgeThePinKept(t *testing.T) {
 }
 
 // A versions range is watched against the highest tag in range, not the
-// float (lesson 3: the float 0.8 moved past the ceiling 0.8.4); a follower
+// float (the float 0.8 may move past the ceiling 0.8.4); a follower
 // is watched against the image it follows.
 func TestVersionsRangeAndFollows(t *testing.T) {
 	reg := registrytest.New(t)

@@ -36,7 +36,7 @@ func newResolver(t *testing.T, host string) *resolver.Remote {
 }
 
 // With a config, a block discovery refuses is a finding unless the config
-// settles it; either way the pins after it are still looked at (lessons 7, 10).
+// settles it; either way the pins after it are still looked at.
 func TestDiscoveryFailureWithConfigIsAFinding(t *testing.T) {
 	reg := registrytest.New(t)
 	app := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
@@ -135,7 +135,7 @@ func pinThenDrift(t *testing.T, reg *registrytest.Registry, dir string) *drift.R
 }
 
 // versions: pin and drift pick the same tag; the float 0.8 (lenient semver
-// reads it as 0.8.0) is never the one watched (lesson 3).
+// reads it as 0.8.0) is never the one watched.
 func TestPinThenDriftVersionsRange(t *testing.T) {
 	reg := registrytest.New(t)
 	old := reg.PushIndex(t, "team/app", "0.7.0", "linux/amd64", "linux/arm64")

@@ -577,17 +577,17 @@ func (w *world) setup() {
 	w.bare = filepath.Join(root, "edge.git")
 	git(t, root, "init", "-q", "--bare", w.bare)
 	git(t, w.bare, "config", "http.receivepack", "true")
-	seed := filepath.Join(root, "seed")
-	if err := os.CopyFS(filepath.Join(seed, "charts"), chartpin.Charts()); err != nil {
+	initial := filepath.Join(root, "initial")
+	if err := os.CopyFS(filepath.Join(initial, "charts"), chartpin.Charts()); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(seed, "chartpin.yaml"), chartpin.Config, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(initial, "chartpin.yaml"), chartpin.Config, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	git(t, seed, "init", "-q")
-	git(t, seed, "add", ".")
-	git(t, seed, "commit", "-qm", "example chart "+previousVersion)
-	git(t, seed, "push", "-q", w.bare, "main")
+	git(t, initial, "init", "-q")
+	git(t, initial, "add", ".")
+	git(t, initial, "commit", "-qm", "example chart "+previousVersion)
+	git(t, initial, "push", "-q", w.bare, "main")
 	w.git = gittest.NewHTTP(t, root, ghToken)
 
 	w.gh = fakegithub.New(owner, repoName, ghToken)
@@ -612,7 +612,7 @@ func (w *world) setup() {
 	t.Cleanup(w.charts.Close)
 
 	// The previous chart version, published when it was released.
-	res, err := w.publish(filepath.Join(seed, "charts/example"))
+	res, err := w.publish(filepath.Join(initial, "charts/example"))
 	if err != nil {
 		t.Fatalf("setup: publishing the previous version %s: %v", previousVersion, err)
 	}

@@ -1,8 +1,8 @@
-// Package guard refuses chart changes without a version bump (lesson 11: a
+// Package guard refuses chart changes without a version bump (a
 // template change shipped under an old version reached nobody). For every
 // chart whose packaged content differs between a base revision and the
 // working tree, Chart.yaml's version must have increased by semver, appVersion
-// must have moved in lockstep where the chart is configured so (lesson 13),
+// must have moved in lockstep where the chart is configured so,
 // and, when a repository is named, the new version must not be published yet.
 // It reads git with go-git and never writes. Any error reading git or a file
 // fails the check; nothing is ever read as "unchanged" by default.

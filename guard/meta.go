@@ -88,7 +88,7 @@ func (g *guard) treeMeta(tree *object.Tree, chartFile string) (meta, error) {
 
 // parseVersion is chartbump's rule, the one bump and publish apply too:
 // strict SemVer 2 with an optional leading v; 1.9.63-rc.1 orders below
-// 1.9.63 (lesson 14).
+// 1.9.63.
 func parseVersion(s string) (*semver.Version, error) {
 	return chartbump.ParseVersion(s)
 }

@@ -14,7 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Copies (lesson 5): rewriting a pin once broke four unit tests that
+// Copies (docs/design.md#copies-of-an-old-pin): rewriting a pin once broke four unit tests that
 // hard-coded the old digest, and a helper carried it as a literal. After a
 // pin moves, every other occurrence of its old digest in the chart directory
 // is rewritten (--rewrite-copies) or listed, never left stale silently.

@@ -36,7 +36,7 @@ func copyChart(t *testing.T, values string, extra map[string]string) (string, re
 	return dir, resolver.NewOffline(l)
 }
 
-// Lesson 5, review finding 1: a copy on a comment line of a non-values file
+// A copy on a comment line of a non-values file
 // (templates/NOTES.txt) is listed without --rewrite-copies and rewritten with it.
 func TestCopiesOnCommentLines(t *testing.T) {
 	notes := "Thanks for installing.\n# test: " + copyOld + "\n"

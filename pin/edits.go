@@ -121,7 +121,8 @@ func value(n *yaml.Node) string {
 }
 
 // checkWhen refuses to move a pin unless its condition holds; an absent or
-// unreadable value is not permission (lesson 3).
+// unreadable value is not permission
+// (docs/design.md#ceilings-fail-closed).
 func (c *chart) checkWhen(s *state) error {
 	cond, err := config.ParseWhen(s.When)
 	if err != nil {

@@ -23,8 +23,8 @@ var valueText = regexp.MustCompile(`^ ?["']?[A-Za-z0-9_.:/@~-]*["']? ?$`)
 // Plan fails and nothing is written, or every byte outside the pins and
 // tags it reports is unchanged, and a second run is a no-op.
 func FuzzPin(f *testing.F) {
-	seeds := []string{
-		seedValues,
+	inputs := []string{
+		edgeValues,
 		"image:\n  repository: a/b\n  tag: \"1\"\n  digest: \"\"\n",
 		"a: {repository: x/y, tag: '2', digest: ''}\n",
 		"x:\n  image: nginx:1.27@sha256:0000000000000000000000000000000000000000000000000000000000000001\n",
@@ -35,10 +35,10 @@ func FuzzPin(f *testing.F) {
 	}
 	for _, name := range []string{"quoting", "jellyfin"} {
 		if data, err := os.ReadFile(filepath.Join("testdata", name, "original", "values.yaml")); err == nil {
-			seeds = append(seeds, string(data))
+			inputs = append(inputs, string(data))
 		}
 	}
-	for _, s := range seeds {
+	for _, s := range inputs {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, values []byte) {

@@ -147,7 +147,7 @@ func TestGolden(t *testing.T) {
 				}
 			}
 			if fi, err := os.Stat(values); err != nil || fi.Mode().Perm() != 0o640 {
-				t.Errorf("values.yaml mode %v, want 0640 kept (lesson 6)", fi.Mode())
+				t.Errorf("values.yaml mode %v, want 0640 kept", fi.Mode())
 			}
 			// Every byte outside the pins, tags and version fields is kept:
 			// the changed lines are exactly the reported ones.

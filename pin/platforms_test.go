@@ -40,7 +40,7 @@ func onlineResolver(t *testing.T, host string) resolver.Interface {
 }
 
 // Without platforms:, a new single-arch digest is refused: the HEAD already
-// said it is no index (lesson 1). Nothing is planned, nothing written.
+// said it is no index. Nothing is planned, nothing written.
 func TestDiscoveryRefusesSingleArch(t *testing.T) {
 	reg := registrytest.New(t)
 	old := reg.PushIndex(t, "team/app", "0.9", "linux/amd64", "linux/arm64")

@@ -102,7 +102,8 @@ func resolve(ctx context.Context, charts []*chart, r resolver.Interface, log *sl
 
 	// Without platforms:, the HEAD already says whether a new digest is an
 	// index: a single-arch digest is refused, never pinned silently
-	// (lesson 1; platforms: refuses it too, so there is no opt-out). An
+	// (platforms: refuses it too, so there is no opt-out; see
+	// docs/design.md#index-digests-only). An
 	// offline lock records no media type, so "" is unknown and not refused.
 	for _, s := range active {
 		if len(s.Platforms) > 0 || s.Follows != "" || s.newDigest == s.Digest {

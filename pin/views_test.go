@@ -145,7 +145,7 @@ func TestHighestSemver(t *testing.T) {
 	cases := map[string]string{
 		">=0.8.0 <=0.8.4": "0.8.4",
 		"~0.8":            "0.8.8",
-		"<2":              "1.9.63", // 1.9.63-rc.1 ranks below 1.9.63 (lesson 14), and prereleases need opting in
+		"<2":              "1.9.63", // 1.9.63-rc.1 ranks below 1.9.63, and prereleases need opting in
 		">=1.10.0-rc.0":   "v1.10.0-rc.1",
 	}
 	for rng, want := range cases {

@@ -145,7 +145,7 @@ func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Op
 			out.Entries = countEntries(idx)
 			return out, nil
 		}
-		return nil, fmt.Errorf("%w: %s %s is in %s with digest %s, this package is %s; publish never overwrites (lesson 11): bump the chart version (chartpin bump) and publish again",
+		return nil, fmt.Errorf("%w: %s %s is in %s with digest %s, this package is %s; publish never overwrites a version, so fleets never get two charts under one name: bump the chart version (chartpin bump) and publish again",
 			ErrPublished, res.Name, res.Version, out.Location, short(cv.Digest), short(res.Digest))
 	}
 	if old, err := st.read(tgzPath); err == nil && !bytes.Equal(old, res.Package) {
@@ -369,7 +369,7 @@ func checkIndexData(st store, dir string, data []byte, stable bool, roots []urlR
 			}
 			seen[v.String()] = e.Version
 			if stable && v.Prerelease() != "" {
-				add("%s %s: prerelease in the stable index (lesson 12); move it to the prerelease index", name, e.Version)
+				add("%s %s: prerelease in the stable index, where every consumer would take it as a release; move it to the prerelease index", name, e.Version)
 			}
 			if len(e.URLs) == 0 {
 				add("%s %s: no urls", name, e.Version)

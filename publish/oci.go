@@ -76,7 +76,7 @@ func publishOCI(ctx context.Context, res *Result, o Options) (*OCIResult, error)
 			return nil, fmt.Errorf("pulling the published %s to compare: %w; %s", out.Ref, err, registryHint(err))
 		}
 		if !bytes.Equal(pulled.Chart.Data, res.Package) {
-			return nil, fmt.Errorf("%w: %s exists with chart digest %s, this package is %s; publish never overwrites (lesson 11): bump the chart version (chartpin bump) and publish again",
+			return nil, fmt.Errorf("%w: %s exists with chart digest %s, this package is %s; publish never overwrites a version, so fleets never get two charts under one name: bump the chart version (chartpin bump) and publish again",
 				ErrPublished, out.Ref, short(pulled.Chart.Digest), short(res.Digest))
 		}
 		out.Action, out.ManifestDigest = Unchanged, desc.Digest.String()

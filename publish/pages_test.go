@@ -82,8 +82,8 @@ func TestPagesBranch(t *testing.T) {
 
 	// 1.0.0 again with other bytes: refused, nothing pushed.
 	tip := git(t, bare, "rev-parse", "gh-pages")
-	// The prerelease index at the branch root is the stable index (lesson
-	// 12); outside the branch it is nowhere: refused, nothing pushed.
+	// The prerelease index at the branch root is the stable index; outside
+	// the branch it is nowhere: refused, nothing pushed.
 	writeChart(t, chartDir, "1.2.0-rc.1", "1.2.0-rc.1", "0.9")
 	for _, p := range []string{".", "./", "/", "prerelease/..", "../prerelease"} {
 		bad := o

@@ -1,9 +1,9 @@
 // Package publish packages a chart with the Helm SDK and ships it to a Helm
 // repository index (a directory or a git branch such as gh-pages) and/or an
-// OCI registry. It never overwrites a published version (lesson 11): the same
+// OCI registry. It never overwrites a published version: the same
 // version with identical bytes is a no-op, different bytes are refused.
 // Prereleases never enter the stable index, and every index write is re-read
-// and checked (lesson 12).
+// and checked (docs/design.md#versions-and-publishing).
 package publish
 
 import (
@@ -151,7 +151,7 @@ func Publish(ctx context.Context, chartDir string, opts Options) (*Result, error
 	res := &Result{Name: md.Name, Version: md.Version, AppVersion: md.AppVersion, Prerelease: v.Prerelease() != ""}
 	indexed := opts.IndexDir != "" || opts.PagesBranch != ""
 	if res.Prerelease && indexed && opts.PrereleaseIndex == "" {
-		return nil, failure.Input(fmt.Errorf("%s %s is a prerelease and never enters the stable index (lesson 12); pass --prerelease-index DIR for it",
+		return nil, failure.Input(fmt.Errorf("%s %s is a prerelease and never enters the stable index, where every consumer would take it as a release; pass --prerelease-index DIR for it",
 			md.Name, md.Version))
 	}
 
@@ -237,14 +237,14 @@ func defaults(o *Options) error {
 }
 
 // prereleasePath refuses a prerelease index in the stable index's place
-// (lesson 12) and returns its slash path below the stable root, or "" when
+// and returns its slash path below the stable root, or "" when
 // it lies elsewhere. For a pages branch it also normalises PrereleaseIndex.
 func prereleasePath(o *Options) (string, error) {
 	if o.PagesBranch != "" {
 		p := path.Clean(filepath.ToSlash(o.PrereleaseIndex))
 		switch {
 		case p == "." || p == "/":
-			return "", failure.Input(fmt.Errorf("--prerelease-index %q is the root of --pages-branch %s, where the stable index lives; prereleases never enter the stable index (lesson 12): name a subdirectory, e.g. prerelease",
+			return "", failure.Input(fmt.Errorf("--prerelease-index %q is the root of --pages-branch %s, where the stable index lives; prereleases never enter the stable index: name a subdirectory, e.g. prerelease",
 				o.PrereleaseIndex, o.PagesBranch))
 		case path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../"):
 			return "", failure.Input(fmt.Errorf("--prerelease-index %q: want a path inside --pages-branch %s, e.g. prerelease", o.PrereleaseIndex, o.PagesBranch))
@@ -264,7 +264,7 @@ func prereleasePath(o *Options) (string, error) {
 		}
 	}
 	if same {
-		return "", failure.Input(fmt.Errorf("--prerelease-index %s is --index-dir %s; prereleases never enter the stable index (lesson 12): give them their own directory, e.g. %s",
+		return "", failure.Input(fmt.Errorf("--prerelease-index %s is --index-dir %s; prereleases never enter the stable index: give them their own directory, e.g. %s",
 			o.PrereleaseIndex, o.IndexDir, filepath.Join(o.IndexDir, "prerelease")))
 	}
 	rel, err := filepath.Rel(stable, pre)

@@ -206,7 +206,7 @@ func TestNeverOverwrite(t *testing.T) {
 		t.Fatal("identical re-publish rewrote index.yaml")
 	}
 
-	// Same version, different content (the lesson-11 incident): refused, exit 1.
+	// Same version, different content (a silent overwrite): refused, exit 1.
 	writeChart(t, chartDir, "1.0.0", "1.0.0", "0.9")
 	_, err = Publish(context.Background(), chartDir, o)
 	if !errors.Is(err, ErrPublished) || failure.Code(err) != 1 {
@@ -254,7 +254,7 @@ func TestPrereleaseRouting(t *testing.T) {
 	if err != nil || !pre.Has("app", "1.1.0-rc.1") {
 		t.Fatalf("prerelease index: %v", err)
 	}
-	// Semantic ordering: 1.1.0 is newer than 1.1.0-rc.1 (lesson 14) and is stable.
+	// Semantic ordering: 1.1.0 is newer than 1.1.0-rc.1 and is stable.
 	writeChart(t, chartDir, "1.1.0", "1.1.0", "0.9")
 	r, err = Publish(context.Background(), chartDir, opts(Options{IndexDir: stableDir, PrereleaseIndex: preDir}))
 	if err != nil || r.Prerelease || r.Index.Location != stableDir {
@@ -623,14 +623,14 @@ func TestPostWriteIndexCheck(t *testing.T) {
 }
 
 // The prerelease index in the stable index's place would let an rc into the
-// stable index with exit 0 (lesson 12): refused as input, nothing written.
+// stable index with exit 0: refused as input, nothing written.
 func TestPrereleaseIndexIsNotTheStableIndex(t *testing.T) {
 	root := t.TempDir()
 	t.Chdir(root)
 	chartDir := writeChart(t, t.TempDir(), "0.2.0-rc.1", "0.2.0-rc.1", "0.8")
 	for _, pre := range []string{"idx", "idx/", "./idx", "idx/../idx", filepath.Join(root, "idx")} {
 		_, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: "idx", PrereleaseIndex: pre}))
-		if failure.Code(err) != 2 || !strings.Contains(err.Error(), "lesson 12") {
+		if failure.Code(err) != 2 || !strings.Contains(err.Error(), "prereleases never enter the stable index") {
 			t.Errorf("--index-dir idx --prerelease-index %s = %v (exit %d), want exit 2", pre, err, failure.Code(err))
 		}
 	}

@@ -65,7 +65,7 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 			errs = append(errs, r.event(ctx, p.w, corev1.EventTypeNormal, "Reimaged", r.reimageMessage(p)))
 			if err := r.landed(p, w); err != nil {
 				// Rewritten on the way in (e.g. a mutating webhook): every tick
-				// would patch again. The attempt stays counted (lesson 17).
+				// would patch again. The attempt stays counted.
 				errs = append(errs, err, r.event(ctx, p.w, corev1.EventTypeWarning, "ReimageNotApplied", err.Error()))
 				continue
 			}
@@ -73,7 +73,7 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 		}
 	}
 	// Rollouts run in parallel, so the tick needs one --rollout-timeout, not
-	// one per workload (lesson 18).
+	// one per workload (docs/design.md#deadlines-with-slack).
 	waitErrs := make([]error, len(waits))
 	var wg sync.WaitGroup
 	for i, p := range waits {
@@ -93,7 +93,7 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 			// A completed restart proves nothing: only a later tick that sees
 			// the pods on the newest digest re-arms (ActionNone). Otherwise a
 			// restart that never changes what pods report would roll on every
-			// tick and never reach the lockout (lesson 17).
+			// tick and never reach the lockout.
 			r.o.logger.Info("restart rolled out; attempt counter kept until a tick sees the newest digest",
 				"workload", p.w.key.String(), "attempts", p.attempts+1)
 			res.RolledOut = append(res.RolledOut, p.w.key.String())

@@ -2,8 +2,8 @@
 // target's floating tag through the resolver, compares the digest with what
 // each workload actually runs (spec image and ready pods' imageID), and
 // re-images by digest only when something older runs. It never compares with
-// a recorded annotation (lesson 15), and every read error, stuck rollout,
-// skip streak or lockout fails the tick (lessons 16-17).
+// a recorded annotation, and every read error, stuck rollout, skip streak or
+// lockout fails the tick (docs/design.md#in-cluster-reconcile).
 package reconcile
 
 import (
@@ -332,7 +332,7 @@ func (r *Reconciler) decide(p *plan, byID map[string]resolver.Image) {
 // compare reports whether a container runs latest, and why (not). A pod
 // whose imageID carries no repo digest ("" here, e.g. an image config ID) is
 // no evidence of an older build: under a spec pinned to latest it never
-// forces a restart, which would repeat on every tick (lesson 17).
+// forces a restart, which would repeat on every tick.
 func compare(spec string, pods []string, repo, latest string) (bool, string) {
 	specRepo, specDig := repository(spec), specDigest(spec)
 	known, unknown := knownDigests(pods)

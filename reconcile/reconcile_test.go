@@ -406,7 +406,7 @@ func TestAPIReadErrorFailsWithNothingRecorded(t *testing.T) {
 func TestAPIForbiddenOrNotFoundFailsTheTick(t *testing.T) {
 	fx := newFixture(t)
 	fx.add(deployment(ns, "rel-jobs-manager", 1, containers("api", fx.jm+":dev", "pods-monitor", fx.pm+":dev")))
-	// rel-requests-proxy does not exist: a failure, never a benign skip (lesson 16).
+	// rel-requests-proxy does not exist: a failure, never a benign skip.
 	_, err := fx.tick(fx.file)
 	if err == nil || !strings.Contains(err.Error(), "rel-requests-proxy") || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("err %v", err)
@@ -736,7 +736,7 @@ func oneApp(t *testing.T, spec func(repo, latest string) string, imageID func(re
 }
 
 func TestImageIDWithoutRepoDigestIsNotRestarted(t *testing.T) {
-	// Lesson 17: a runtime that reports an image config ID ("sha256:cfg1",
+	// A runtime that reports an image config ID ("sha256:cfg1",
 	// no repo digest) gives no evidence of an older build. A spec pinned to
 	// the newest digest is left alone on every tick; a spec naming the tag is
 	// pinned once, then left alone.
@@ -797,7 +797,7 @@ func TestRestartThatChangesNothingReachesLockout(t *testing.T) {
 	// The spec names the newest digest, the pods report an older one, and a
 	// restart does not change what they report: every rollout completes, yet
 	// the attempt counter must climb to the lockout instead of restarting on
-	// every tick (lesson 17).
+	// every tick.
 	e, f, repo, old, _ := oneApp(t, func(repo, latest string) string { return repo + "@" + latest },
 		func(repo, old string) string { return repo + "@" + old })
 	e.setReports("app", repo+"@"+old)
@@ -826,7 +826,6 @@ func TestPatchRewrittenByTheClusterReachesLockout(t *testing.T) {
 	// A mutating webhook rewrites every image to a mirror on the way in: the
 	// stored spec never names the target, so each tick would patch again.
 	// The tick fails, the attempt stays counted, and the lockout ends it
-	// (lesson 17).
 	e, f, _, _, latest := oneApp(t, func(repo, _ string) string { return repo + ":dev" },
 		func(repo, old string) string { return repo + "@" + old })
 	rewritten := "mirror.example/example/app@" + latest

@@ -86,7 +86,7 @@ func TestParseTargetsRejects(t *testing.T) {
 	}
 }
 
-// Lesson 21: an empty mirror is no mirror; images need not carry any host.
+// An empty mirror is no mirror; images need not carry any host.
 func TestEmptyMirrorIsNoMirror(t *testing.T) {
 	f, err := ParseTargets("t.yaml", []byte("mirror: \"\"\ntargets:\n  - {id: a, kind: Deployment, namespace: ns, name: n, container: c, image: \"nginx:1.27\"}\n"))
 	if err != nil || f.Mirror != "" {

@@ -72,8 +72,8 @@ func newWorld(t testing.TB) *world {
 	w.bare = filepath.Join(root, "charts.git")
 	run(t, root, "init", "-q", "--bare", w.bare)
 	run(t, w.bare, "config", "http.receivepack", "true")
-	seed := filepath.Join(root, "seed")
-	run(t, root, "init", "-q", seed)
+	initial := filepath.Join(root, "initial")
+	run(t, root, "init", "-q", initial)
 	w.values = strings.ReplaceAll(chartValues, "REG", w.reg.Host)
 	for name, body := range map[string]string{
 		"charts/app/Chart.yaml":                "apiVersion: v2\nname: app\nversion: 1.0.0\nappVersion: \"1.0.0\"\n",
@@ -81,15 +81,15 @@ func newWorld(t testing.TB) *world {
 		"charts/app/templates/deployment.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app\nspec:\n  template:\n    spec:\n      containers:\n        - name: app\n          image: \"{{ .Values.image.repository }}:{{ .Values.image.tag }}{{ with .Values.image.digest }}@{{ . }}{{ end }}\"\n",
 		"README.md":                            "charts\n",
 	} {
-		p := filepath.Join(seed, name)
+		p := filepath.Join(initial, name)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	run(t, seed, "add", ".")
-	run(t, seed, "commit", "-qm", "initial")
-	run(t, seed, "push", "-q", w.bare, "main")
+	run(t, initial, "add", ".")
+	run(t, initial, "commit", "-qm", "initial")
+	run(t, initial, "push", "-q", w.bare, "main")
 
 	w.git = gittest.NewHTTP(t, root, token)
 	w.url = w.git.URL + "/charts.git"

@@ -12,7 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// The GitHub Actions files must keep three rules (issue 5): least
+// The GitHub Actions files must keep three rules: least
 // permissions per job, actions pinned by full commit SHA, and no ${{ }}
 // expression inside a run: script (values pass through env:, so a branch
 // name or PR title can never become shell code). Release and publish jobs

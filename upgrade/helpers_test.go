@@ -140,7 +140,7 @@ data:
 `
 
 // newKeyManifest reads a key that only the newer chart's defaults have: under
-// --reuse-values it would fail with a nil pointer (lesson 24).
+// --reuse-values it would fail with a nil pointer.
 const newKeyManifest = `apiVersion: v1
 kind: ConfigMap
 metadata:

@@ -54,7 +54,7 @@ func NewConfiguration(namespace string, opts ...ConfigOption) (*action.Configura
 	getter := settings.RESTClientGetter()
 	if cf, ok := getter.(*genericclioptions.ConfigFlags); ok && o.requestTimeout > 0 {
 		// client-go has no request timeout by default: a hung API server
-		// would hang the tick (lesson 23).
+		// would hang the tick.
 		t := o.requestTimeout.String()
 		cf.Timeout = &t
 	}

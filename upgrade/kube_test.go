@@ -145,7 +145,7 @@ func TestConfigurationExplicitKubeconfigAndNamespace(t *testing.T) {
 	}
 }
 
-// Lesson 23 on the cluster side: an API server that never answers fails the
+// An API server that never answers fails the
 // tick within the request timeout.
 func TestHungAPIServerTimesOut(t *testing.T) {
 	hung := strings.TrimSuffix(hungServer(t), "/charts")

@@ -17,7 +17,7 @@ var digestSuffixRe = regexp.MustCompile(`@sha256:[0-9a-f]{64}$`)
 // digestChroot, …), or any value holding tag@digest or image@digest.
 // Reset-then-reuse re-applies them on every upgrade, so the chart's own pin
 // at that path never reaches the release, even when the two agree today
-// (lesson 2: pins live in chart defaults).
+// (docs/design.md#pins-live-in-chart-defaults).
 func shadowedPins(user map[string]any) []string {
 	var out []string
 	var walk func(path string, key string, v any)

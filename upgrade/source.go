@@ -40,7 +40,7 @@ func source(opts Options) chartSource {
 }
 
 // Newest is the highest semantic version among versions: 1.9.63-rc.1 ranks
-// below 1.9.63 (lesson 14). Prereleases are candidates only when
+// below 1.9.63. Prereleases are candidates only when
 // allowPrerelease is set; strings that are not semver are skipped.
 func Newest(versions []string, allowPrerelease bool) (*semver.Version, error) {
 	var best *semver.Version

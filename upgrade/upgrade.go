@@ -49,7 +49,7 @@ const DefaultTimeout = 5 * time.Minute
 const DefaultRequestTimeout = 30 * time.Second
 
 // deadlineSlack is headroom for the Kubernetes API calls around the waits
-// (history reads, release records), so a deadline never equals the work (lesson 18).
+// (history reads, release records), so a deadline never equals the work.
 const deadlineSlack = 30 * time.Second
 
 // Options describe one upgrade tick.
@@ -85,14 +85,14 @@ type Result struct {
 
 	// Shadowed are the pins (dotted paths) set in the release's user-supplied
 	// values, whatever they hold: upgrades re-apply them, so the chart's pins
-	// at those paths never reach this release (lesson 2).
+	// at those paths never reach this release.
 	Shadowed []string `json:"shadowed,omitempty"`
 }
 
 // MinDeadline is the shortest command deadline that never undercuts the
 // Helm timeout: a rollback of a wedged release, the upgrade, and the atomic
 // rollback after a failed upgrade each may wait Timeout, plus two repository
-// requests and slack (lessons 18 and 23).
+// requests and slack (docs/design.md#deadlines-with-slack).
 func MinDeadline(opts Options) time.Duration {
 	opts = withDefaults(opts)
 	return 3*opts.Timeout + 2*opts.RequestTimeout + deadlineSlack
@@ -198,7 +198,7 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 		return res, nil
 	case st.IsPending():
 		// A killed upgrade leaves the release pending forever, and Helm refuses
-		// every later upgrade: roll back to the last good revision first (lesson 22).
+		// every later upgrade: roll back to the last good revision first.
 		good := lastGood(history)
 		if good == nil {
 			return res, fmt.Errorf("upgrade %s: revision %d is %s and no earlier revision was ever deployed, so there is nothing to roll back to: uninstall and reinstall the release", opts.Release, last.Version, st)

@@ -38,7 +38,7 @@ func options(t *testing.T, repoURL string) Options {
 
 // A newer stable chart is installed with reset-then-reuse-values: the new
 // chart's defaults (the moved pin, a brand-new key) arrive, and what the
-// operator supplied survives (lessons 2 and 24).
+// operator supplied survives.
 func TestUpgradesToNewestStableKeepingUserValues(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { testUpgradesToNewestStable(t, newConfig) })
 	t.Run("secrets", func(t *testing.T) { testUpgradesToNewestStable(t, newSecretsConfig) })
@@ -92,7 +92,7 @@ func testUpgradesToNewestStable(t *testing.T, newConfig func(*testing.T) (*actio
 	}
 }
 
-// Lesson 22: a killed upgrade leaves the release pending-upgrade; the tick
+// A killed upgrade leaves the release pending-upgrade; the tick
 // rolls back to the last deployed revision, then upgrades.
 func TestWedgedReleaseIsRolledBackThenUpgraded(t *testing.T) {
 	for _, tc := range []struct {
@@ -250,7 +250,7 @@ func TestSameVersionIsNothingToDo(t *testing.T) {
 	}
 }
 
-// Lesson 14: 1.9.63-rc.1 ranks below 1.9.63, and prereleases are never
+// 1.9.63-rc.1 ranks below 1.9.63, and prereleases are never
 // taken unless asked for.
 func TestPrereleases(t *testing.T) {
 	charts := func() []*chart.Chart {
@@ -365,7 +365,7 @@ func testFailedUpgradeIsRolledBack(t *testing.T, newConfig func(*testing.T) (*ac
 	}
 }
 
-// Lesson 2: a pin in the operator's -f values is re-applied by every
+// A pin in the operator's -f values is re-applied by every
 // upgrade and shadows the chart's new pin; the tick says so.
 func TestUserSuppliedPinIsReportedAsShadowing(t *testing.T) {
 	cfg, _ := newConfig(t)
@@ -459,7 +459,7 @@ func TestUpgradeFailingBeforeAnyChangeIsReportedAsFailed(t *testing.T) {
 	}
 }
 
-// Lesson 22's cause: a tick interrupted mid-upgrade (SIGTERM cancels the
+// How a release gets wedged: a tick interrupted mid-upgrade (SIGTERM cancels the
 // command's context) rolls the release back instead of leaving it pending.
 func TestInterruptedUpgradeIsRolledBackNotWedged(t *testing.T) {
 	cfg, kc := newConfig(t)
@@ -492,7 +492,7 @@ func TestInterruptedUpgradeIsRolledBackNotWedged(t *testing.T) {
 	}
 }
 
-// Lesson 23: an unreachable repository is exit 1 naming the URL.
+// An unreachable repository is exit 1 naming the URL.
 func TestUnreachableRepository(t *testing.T) {
 	cfg, _ := newConfig(t)
 	install(t, cfg, demoChart("1.0.0", oldPin, false), nil)
@@ -504,7 +504,7 @@ func TestUnreachableRepository(t *testing.T) {
 	equalHistory(t, history(t, cfg), []revision{{1, release.StatusDeployed, "1.0.0"}})
 }
 
-// Lesson 23: a repository that accepts the connection and never answers
+// A repository that accepts the connection and never answers
 // ends in the request timeout, not a hang.
 func TestHungRepositoryTimesOut(t *testing.T) {
 	cfg, _ := newConfig(t)
@@ -555,7 +555,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	}
 }
 
-// Lesson 23: a command deadline shorter than the work is refused up front.
+// A command deadline shorter than the work is refused up front.
 func TestDeadlineUndercuttingTheUpgradeIsRefused(t *testing.T) {
 	cfg, _ := newConfig(t)
 	install(t, cfg, demoChart("1.0.0", oldPin, false), nil)
@@ -584,7 +584,7 @@ func TestCommandDeadlineNeverUndercutsTheUpgrade(t *testing.T) {
 		want      time.Duration
 		extended  bool
 	}{
-		{5 * time.Minute, need, true},  // the default global --timeout equals the Helm timeout: lesson 18's zero headroom
+		{5 * time.Minute, need, true},  // the default global --timeout equals the Helm timeout: zero headroom
 		{15 * time.Minute, need, true}, // exactly 3x: still no room for the requests
 		{need, need, false},
 		{time.Hour, time.Hour, false},
@@ -652,7 +652,7 @@ func TestArchiveNotMatchingIndexDigestIsRefused(t *testing.T) {
 	cfg, kc := newConfig(t)
 	install(t, cfg, demoChart("1.0.0", oldPin, false), nil)
 	srv := serveRepo(t, demoChart("1.1.0", newPin, true))
-	// Republished in place under the same version (lesson 11): other bytes.
+	// Republished in place under the same version: other bytes.
 	if _, err := chartutil.Save(demoChart("1.1.0", oldPin, true), srv.dir); err != nil {
 		t.Fatal(err)
 	}

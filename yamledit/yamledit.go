@@ -2,8 +2,8 @@
 // find a scalar (line, column, style), and the new value is spliced into the
 // original bytes, so comments, quoting, indentation, anchors, `---`
 // separators, CRLF line ends and everything else outside the edited value
-// survive (lessons 4 and 8: address values by path in the parse tree, never
-// by grep or sed, and verify that the write landed).
+// survive. Values are addressed by path in the parse tree, never by grep or
+// sed, and every write is verified (docs/design.md#address-values-by-path).
 package yamledit
 
 import (

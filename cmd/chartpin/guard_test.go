@@ -66,7 +66,7 @@ func TestGuardVersionMustIncreaseBySemver(t *testing.T) {
 		{"0.2.0", "0.1.9", 1},        // decreased
 		{"0.2.0", "0.2.0", 1},        // equal
 		{"0.2.0", "v0.2.0", 1},       // equal, spelled differently
-		{"1.9.63", "1.9.63-rc.1", 1}, // a prerelease is lower (lesson 14)
+		{"1.9.63", "1.9.63-rc.1", 1}, // a prerelease is lower
 		{"1.9.63-rc.1", "1.9.63", 0},
 		{"0.9.0", "0.10.0", 0}, // not string order
 		{"0.2.0", "banana", 1},
@@ -373,7 +373,7 @@ func TestGuardHostileFileNameInert(t *testing.T) {
 }
 
 // A git object guard needs and cannot read fails the check with a message;
-// it is never taken for "nothing changed" (lesson 10).
+// it is never taken for "nothing changed": no check fails open.
 func TestGuardUnreadableGitObjectFails(t *testing.T) {
 	r := guardtest.New(t)
 	r.Chart("app", "app", "0.1.0", "0.1.0")

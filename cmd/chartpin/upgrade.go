@@ -77,7 +77,7 @@ func runUpgrade(c *cli.Context) error {
 	opts.Namespace = ns
 
 	// The global --timeout bounds the command; it must never cut the Helm
-	// wait short (lesson 23), so it grows to what the upgrade may need.
+	// wait short (a hung tick must end, a slow one must finish), so it grows to what the upgrade may need.
 	deadline, extended := upgrade.CommandDeadline(globalTimeout(c), opts)
 	if extended {
 		fmt.Fprintf(c.App.ErrWriter, "chartpin upgrade: extending the command deadline from %s (global --timeout) to %s: 3 × --timeout %s (rollback, upgrade, atomic rollback) plus repository requests\n",

@@ -3,7 +3,10 @@ package archtest
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -65,5 +68,41 @@ func TestImportGraph(t *testing.T) {
 	}
 	if !found["github.com/chartpin/chartpin/resolver"] {
 		t.Error("resolver package not found")
+	}
+}
+
+// standsAlone matches references to documents outside this repository:
+// numbered notes and paths of the machine the code was written on mean
+// nothing to a reader of the repository. Reasons belong in a sentence or in
+// docs/design.md.
+// (The pattern is split so that this file does not match itself.)
+var standsAlone = regexp.MustCompile(`(?i)\blessons?[ -]?[0-9]+|/work/` + `shared|\.\./` + `shared|\.\./` + `seeds`)
+
+// Every tracked file stands alone: no comment, message, doc or test data
+// cites a document that is not in the repository.
+func TestNoOutsideReferences(t *testing.T) {
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	dir := strings.TrimSpace(string(root))
+	out, err := exec.Command("git", "-C", dir, "ls-files", "-z").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	files := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+	if len(files) < 50 {
+		t.Fatalf("git ls-files listed %d files", len(files))
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			continue // deleted in the work tree
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if m := standsAlone.FindString(line); m != "" {
+				t.Errorf("%s:%d: %q cites a document outside the repository; say the reason instead", f, i+1, m)
+			}
+		}
 	}
 }

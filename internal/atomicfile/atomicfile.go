@@ -1,6 +1,6 @@
 // Package atomicfile writes files so that a reader sees the old bytes or the
-// new bytes, never a mix, and the file keeps its mode (lesson 6: an `mv` of a
-// temp file once reset values.yaml to 0600).
+// new bytes, never a mix, and the file keeps its mode (an `mv` of a temp file
+// once reset values.yaml to 0600).
 package atomicfile
 
 import (

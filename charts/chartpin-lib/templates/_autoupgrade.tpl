@@ -24,7 +24,7 @@ Use from a template of the adopting chart:  {{ include "chartpin.autoUpgrade" . 
 {{- /* A tick may roll back a wedged release, upgrade, and (atomic) roll the
 failed upgrade back, each bounded by the timeout, plus repository fetches:
 three times the timeout plus five minutes, so the Job deadline never
-undercuts the upgrade (lesson 23). */ -}}
+undercuts the upgrade. */ -}}
 {{- $activeDeadline := add (mul 3 $timeout) 300 -}}
 {{- $full := list "get" "list" "watch" "create" "update" "patch" "delete" -}}
 {{- $read := list "get" "list" "watch" -}}

@@ -21,7 +21,7 @@ chartpin.lib.env: the edge's environment (dev | stg | prod, default prod).
 
 {{/*
 chartpin.lib.mirror: the registry that serves every pull on this edge, or "".
-An empty global.imageRegistry means no mirror (lesson 21: "" is not a mirror).
+An empty global.imageRegistry means no mirror ("" must never make every edge a mirror edge).
 */}}
 {{- define "chartpin.lib.mirror" -}}
 {{- $g := .Values.global | default dict -}}

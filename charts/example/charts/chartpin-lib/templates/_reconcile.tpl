@@ -24,7 +24,7 @@ Use from a template of the adopting chart:  {{ include "chartpin.reconcile" . }}
 {{- /* Each target may wait one full rollout; 100% slack plus a minute for
 registry lookups is the tick's own deadline, and the Job's deadline adds two
 more minutes for pod start and exit so the tick reports before it is killed
-(lesson 18). */ -}}
+(a deadline equal to the work leaves no slack). */ -}}
 {{- $n := len $plan.targets -}}
 {{- $deadline := add (mul 2 $n $rollout) 60 -}}
 {{- $activeDeadline := add $deadline 120 -}}

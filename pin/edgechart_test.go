@@ -74,7 +74,7 @@ func read(t *testing.T, p string) string {
 	return string(data)
 }
 
-type seed struct {
+type edgeChart struct {
 	reg                            *registrytest.Registry
 	dir, cfg                       string
 	oldIngestor, ingestor084, jobs string
@@ -82,7 +82,7 @@ type seed struct {
 	files                          map[string]string
 }
 
-const seedValues = `# Seed-shaped edge chart (see /work/shared/seeds).
+const edgeValues = `# An edge control-plane chart: channel tags, a prod pin, a mirror setting.
 global:
   imageRegistry: ""
 serviceDbAccountsByEnv:
@@ -113,7 +113,7 @@ egressProxy:
     digest:
 `
 
-const seedConfig = `charts:
+const edgeConfig = `charts:
   - dir: .
     appVersion: lockstep
     images:
@@ -129,11 +129,11 @@ const seedConfig = `charts:
       - at: egressProxy.image
 `
 
-// newSeed pushes the seed's images and writes the chart.
-func newSeed(t *testing.T, singleArch084 bool) *seed {
+// newEdgeChart pushes the chart's images and writes the chart.
+func newEdgeChart(t *testing.T, singleArch084 bool) *edgeChart {
 	t.Helper()
 	reg := registrytest.New(t)
-	s := &seed{reg: reg, dir: t.TempDir()}
+	s := &edgeChart{reg: reg, dir: t.TempDir()}
 	s.oldIngestor = reg.PushIndex(t, "example/ingestor", "0.8.2", "linux/amd64", "linux/arm64")
 	if singleArch084 {
 		s.ingestor084 = reg.PushImage(t, "example/ingestor", "0.8.4")
@@ -145,14 +145,14 @@ func newSeed(t *testing.T, singleArch084 bool) *seed {
 	reg.PushIndex(t, "example/ingestor", "0.9.0-rc.1", "linux/amd64", "linux/arm64")
 	s.jobs = reg.PushIndex(t, "example/jobs-manager", "1.4", "linux/amd64", "linux/arm64")
 	s.egress = reg.PushIndex(t, "example/egress", "1.27", "linux/amd64")
-	values := strings.ReplaceAll(seedValues, "REG", reg.Host)
+	values := strings.ReplaceAll(edgeValues, "REG", reg.Host)
 	values = strings.ReplaceAll(values, "OLD", s.oldIngestor)
 	s.files = map[string]string{
-		"chartpin.yaml": seedConfig,
+		"chartpin.yaml": edgeConfig,
 		"Chart.yaml":    "apiVersion: v2\nname: edge\nversion: 1.9.38\nappVersion: \"1.9.38\"\nannotations:\n  artifacthub.io/images: |\n    - name: ingestor\n      image: " + reg.Host + "/example/ingestor:0.8.2@" + s.oldIngestor + "\n",
 		"values.yaml":   values,
 		"templates/tests/ingestor_test.yaml": "suite: ingestor\ntests:\n  - it: renders the prod pin\n    asserts:\n      - equal:\n          path: spec.template.spec.containers[0].image\n          value: " + reg.Host + "/example/ingestor@" + s.oldIngestor + "\n" +
-			"  # " + s.oldIngestor + " in a comment is rewritten too (lesson 5)\n",
+			"  # " + s.oldIngestor + " in a comment is rewritten too\n",
 		"templates/_helpers.tpl": "{{- define \"x\" -}}\n{{- /* fallback */ -}}\n{{- default \"" + strings.TrimPrefix(s.oldIngestor, "sha256:") + "\" .Values.sha -}}\n{{- end -}}\n",
 	}
 	writeTree(t, s.dir, s.files)
@@ -161,7 +161,7 @@ func newSeed(t *testing.T, singleArch084 bool) *seed {
 	return s
 }
 
-func (s *seed) resolver(t *testing.T) *resolver.Remote {
+func (s *edgeChart) resolver(t *testing.T) *resolver.Remote {
 	t.Helper()
 	r, err := resolver.New(resolver.WithInsecureRegistries(s.reg.Host))
 	if err != nil {
@@ -170,8 +170,8 @@ func (s *seed) resolver(t *testing.T) *resolver.Remote {
 	return r
 }
 
-func TestSeedChart(t *testing.T) {
-	s := newSeed(t, false)
+func TestEdgeChart(t *testing.T) {
+	s := newEdgeChart(t, false)
 	ctx := context.Background()
 	res, err := Plan(ctx, Options{ConfigPath: s.cfg, Resolver: s.resolver(t), RewriteCopies: true})
 	if err != nil {
@@ -210,7 +210,7 @@ func TestSeedChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	values := read(t, filepath.Join(s.dir, "values.yaml"))
-	wantValues := strings.ReplaceAll(seedValues, "REG", s.reg.Host)
+	wantValues := strings.ReplaceAll(edgeValues, "REG", s.reg.Host)
 	wantValues = strings.Replace(wantValues, "prodDigest: OLD", "prodDigest: "+s.ingestor084, 1)
 	wantValues = strings.Replace(wantValues, "tag: '1.4'\n    digest: \"\"", "tag: '1.4'\n    digest: \""+s.jobs+"\"", 2)
 	wantValues = strings.Replace(wantValues, "tag: \"1.27\"\n    digest:\n", "tag: \"1.27\"\n    digest: "+s.egress+"\n", 1)
@@ -261,12 +261,12 @@ func TestSeedChart(t *testing.T) {
 	}
 }
 
-func TestSeedRefusals(t *testing.T) {
+func TestEdgeChartRefusals(t *testing.T) {
 	cases := []struct {
 		name   string
 		single bool
-		mutate func(s *seed)
-		opts   func(s *seed, o *Options)
+		mutate func(s *edgeChart)
+		opts   func(s *edgeChart, o *Options)
 		want   []string
 		code   int
 	}{
@@ -277,44 +277,44 @@ func TestSeedRefusals(t *testing.T) {
 		},
 		{
 			name: "when false",
-			mutate: func(s *seed) {
+			mutate: func(s *edgeChart) {
 				s.files["values.yaml"] = strings.Replace(s.files["values.yaml"], "  prod: true", "  prod: false", 1)
 			},
-			opts: func(s *seed, o *Options) { o.RewriteCopies = true },
+			opts: func(s *edgeChart, o *Options) { o.RewriteCopies = true },
 			want: []string{"values.yaml:15 (images.ingestor.prodDigest): image REG/example/ingestor:0.8.4: refusing to move the pin from OLD to NEW: when \"serviceDbAccountsByEnv.prod == true\" does not hold"},
 			code: 1,
 		},
 		{
 			// The condition reads values as Helm does, through << merge keys.
 			name: "when false through a merge key",
-			mutate: func(s *seed) {
+			mutate: func(s *edgeChart) {
 				s.files["values.yaml"] = strings.Replace(s.files["values.yaml"], "serviceDbAccountsByEnv:\n  prod: true\n",
 					"envDefaults: &envs\n  prod: false\nserviceDbAccountsByEnv:\n  <<: *envs\n", 1)
 			},
-			opts: func(s *seed, o *Options) { o.RewriteCopies = true },
+			opts: func(s *edgeChart, o *Options) { o.RewriteCopies = true },
 			want: []string{"values.yaml:17 (images.ingestor.prodDigest): image REG/example/ingestor:0.8.4: refusing to move the pin from OLD to NEW: when \"serviceDbAccountsByEnv.prod == true\" does not hold"},
 			code: 1,
 		},
 		{
 			name: "when unreadable",
-			mutate: func(s *seed) {
+			mutate: func(s *edgeChart) {
 				s.files["values.yaml"] = strings.Replace(s.files["values.yaml"], "serviceDbAccountsByEnv:\n  prod: true\n", "", 1)
 			},
-			opts: func(s *seed, o *Options) { o.RewriteCopies = true },
+			opts: func(s *edgeChart, o *Options) { o.RewriteCopies = true },
 			want: []string{"images.ingestor.prodDigest", "condition serviceDbAccountsByEnv.prod == true unreadable", "fail closed"},
 			code: 1,
 		},
 		{
 			name:   "single-arch where platforms require two",
 			single: true,
-			opts:   func(s *seed, o *Options) { o.RewriteCopies = true },
+			opts:   func(s *edgeChart, o *Options) { o.RewriteCopies = true },
 			want:   []string{"values.yaml:15 (images.ingestor.prodDigest): image REG/example/ingestor:0.8.4: refusing to pin NEW", "required platforms missing: single-arch image, need linux/amd64, linux/arm64"},
 			code:   1,
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSeed(t, tc.single)
+			s := newEdgeChart(t, tc.single)
 			if tc.mutate != nil {
 				tc.mutate(s)
 				writeTree(t, s.dir, s.files)
