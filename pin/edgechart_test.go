@@ -179,8 +179,9 @@ func TestEdgeChart(t *testing.T) {
 	}
 	// One HEAD per unique ref: ingestor:0.8.4 (the range's highest, not the
 	// 0.8 float), jobs-manager:1.4 (requestsProxy follows it, no request),
-	// egress:1.27. One GET for the platforms of the new ingestor digest,
-	// one tag list for the ingestor repository.
+	// egress:1.27. One GET per new digest, whose manifest is hashed and
+	// read for its media type and platforms; one tag list for the ingestor
+	// repository.
 	var heads, manifestGets, tagLists []string
 	for _, q := range s.reg.Requests() {
 		switch {
@@ -197,8 +198,9 @@ func TestEdgeChart(t *testing.T) {
 	if strings.Join(heads, " ") != strings.Join(want, " ") {
 		t.Errorf("HEAD requests %v, want %v", heads, want)
 	}
-	if len(manifestGets) != 1 || !strings.HasSuffix(manifestGets[0], s.ingestor084) {
-		t.Errorf("manifest GETs %v, want one for %s", manifestGets, s.ingestor084)
+	sort.Strings(manifestGets)
+	if want := []string{"/v2/example/egress/manifests/" + s.egress, "/v2/example/ingestor/manifests/" + s.ingestor084, "/v2/example/jobs-manager/manifests/" + s.jobs}; strings.Join(manifestGets, " ") != strings.Join(want, " ") {
+		t.Errorf("manifest GETs %v, want one per new digest %v", manifestGets, want)
 	}
 	if len(tagLists) != 1 {
 		t.Errorf("tag lists %v, want one", tagLists)
@@ -348,12 +350,12 @@ func discoverPin(format, repo string) discover.Pin {
 	return discover.Pin{Format: format, Repository: repo}
 }
 
-// Discovery: blocks that share a ref cost one HEAD between them, and an
-// unchanged digest costs no GET.
+// Discovery: blocks that share a ref cost one HEAD between them, and each
+// new digest one GET (its manifest is verified before it is written).
 func TestOneHeadPerUniqueRef(t *testing.T) {
 	reg := registrytest.New(t)
 	d := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
-	reg.PushIndex(t, "team/tool", "2.0", "linux/amd64")
+	tool := reg.PushIndex(t, "team/tool", "2.0", "linux/amd64")
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{
 		"Chart.yaml": "apiVersion: v2\nname: x\nversion: 1.0.0\n",
@@ -371,14 +373,17 @@ func TestOneHeadPerUniqueRef(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heads := map[string]int{}
+	heads, gets := map[string]int{}, map[string]int{}
 	for _, q := range reg.Requests() {
 		if q.Method == "HEAD" {
 			heads[q.Path]++
 		}
 		if q.Method == "GET" && strings.Contains(q.Path, "/manifests/") {
-			t.Errorf("GET %s: no platforms are required, no manifest is read", q.Path)
+			gets[q.Path]++
 		}
+	}
+	if len(gets) != 2 || gets["/v2/team/app/manifests/"+d] != 1 || gets["/v2/team/tool/manifests/"+tool] != 1 {
+		t.Errorf("manifest GETs %v, want one per new digest (%s, %s)", gets, d, tool)
 	}
 	if len(heads) != 2 || heads["/v2/team/app/manifests/1.0"] != 1 || heads["/v2/team/tool/manifests/2.0"] != 1 {
 		t.Errorf("HEADs %v, want one per unique ref", heads)

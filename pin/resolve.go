@@ -82,6 +82,54 @@ func resolve(ctx context.Context, charts []*chart, r resolver.Interface, log *sl
 		return err
 	}
 
+	// Every digest about to be written is read and checked first: one GET
+	// per new digest (resolver.Interface.Manifest), never for a pin that
+	// stays (a re-run costs HEADs only; a digest was checked when it was
+	// written). The HEAD's digest and media type are only the registry's
+	// word; the verified manifest decides whether it is an index and which
+	// platforms it has.
+	var keys []string
+	byKey := map[string]bool{}
+	for _, s := range active {
+		if s.Follows != "" || s.newDigest == s.Digest {
+			continue
+		}
+		if k := resolver.DigestRef(s.img.Ref, s.newDigest); !byKey[k] {
+			byKey[k] = true
+			keys = append(keys, k)
+		}
+	}
+	manifests, manErrs := parallel(keys, func(k string) (resolver.Manifest, error) { return r.Manifest(ctx, k) })
+	for _, s := range active {
+		if s.Follows != "" || s.newDigest == s.Digest {
+			continue
+		}
+		k := resolver.DigestRef(s.img.Ref, s.newDigest)
+		if err := manErrs[k]; err != nil {
+			errs = append(errs, fmt.Errorf("%s: image %s: refusing to pin %s: %w", s.Where(), s.ref, s.newDigest, err))
+			continue
+		}
+		m := manifests[k]
+		s.img.MediaType, s.img.Platforms = m.MediaType, m.Platforms
+		if len(s.Platforms) > 0 {
+			if err := m.Require(s.ref, s.Platforms); err != nil {
+				errs = append(errs, fmt.Errorf("%s: image %s: refusing to pin %s: %w", s.Where(), s.ref, s.newDigest, err))
+			}
+			continue
+		}
+		// Without platforms:, a single-arch digest is refused all the same,
+		// never pinned silently (see docs/design.md#index-digests-only). An
+		// offline lock records no media type, so "" is unknown and not refused.
+		if m.MediaType != "" && !m.IsIndex() {
+			errs = append(errs, fmt.Errorf("%s: image %s: refusing to pin %s: it is a single-arch manifest (%s), not a multi-arch index: %w; "+
+				"push a multi-arch index for the tag (chartpin pins indexes only), or move %s to a tag that names one",
+				s.Where(), s.ref, s.newDigest, m.MediaType, resolver.ErrPlatforms, s.At))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+
 	// follows: same digest as the followed pin, no request.
 	for _, c := range charts {
 		for _, s := range c.pins {
@@ -94,50 +142,6 @@ func resolve(ctx context.Context, charts []*chart, r resolver.Interface, log *sl
 				continue
 			}
 			s.img, s.newDigest, s.ref, s.useTag = t.img, t.newDigest, t.ref, t.useTag
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-
-	// Without platforms:, the HEAD already says whether a new digest is an
-	// index: a single-arch digest is refused, never pinned silently
-	// (platforms: refuses it too, so there is no opt-out; see
-	// docs/design.md#index-digests-only). An
-	// offline lock records no media type, so "" is unknown and not refused.
-	for _, s := range active {
-		if len(s.Platforms) > 0 || s.Follows != "" || s.newDigest == s.Digest {
-			continue
-		}
-		if s.img.MediaType != "" && !s.img.IsIndex() {
-			errs = append(errs, fmt.Errorf("%s: image %s: refusing to pin %s: it is a single-arch manifest (%s), not a multi-arch index: %w; "+
-				"push a multi-arch index for the tag (chartpin pins indexes only), or move %s to a tag that names one",
-				s.Where(), s.ref, s.newDigest, s.img.MediaType, resolver.ErrPlatforms, s.At))
-		}
-	}
-
-	// platforms: one GET per digest about to be written, never for a pin
-	// that stays (a re-run costs HEADs only). A digest was checked when it
-	// was written; drift watches it from then on.
-	var keys []string
-	byDigest := map[string]*state{}
-	for _, s := range active {
-		if len(s.Platforms) > 0 && s.Follows == "" && s.newDigest != s.Digest && byDigest[s.newDigest] == nil {
-			keys = append(keys, s.newDigest)
-			byDigest[s.newDigest] = s
-		}
-	}
-	plats, platErrs := parallel(keys, func(d string) ([]string, error) { return r.Platforms(ctx, byDigest[d].img) })
-	for _, s := range active {
-		if len(s.Platforms) == 0 || s.Follows != "" || s.newDigest == s.Digest {
-			continue
-		}
-		if err := platErrs[s.newDigest]; err != nil {
-			errs = append(errs, fmt.Errorf("%s: image %s: reading platforms of %s: %w", s.Where(), s.ref, s.newDigest, err))
-			continue
-		}
-		if err := resolver.RequirePlatforms(s.ref, plats[s.newDigest], s.Platforms); err != nil {
-			errs = append(errs, fmt.Errorf("%s: image %s: refusing to pin %s: %w", s.Where(), s.ref, s.newDigest, err))
 		}
 	}
 	return errors.Join(errs...)

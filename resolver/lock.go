@@ -103,6 +103,25 @@ func (l *Lock) Get(ref string) (LockEntry, bool) {
 	return e, ok
 }
 
+// byDigest finds the entry of repository@digest: a ref of that repository
+// locked to that digest.
+func (l *Lock) byDigest(digestRef string) (LockEntry, bool) {
+	repo, digest, _ := strings.Cut(digestRef, "@")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := make([]string, 0, len(l.entries))
+	for k := range l.entries {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the same answer every run
+	for _, k := range keys {
+		if e := l.entries[k]; e.Digest == digest && trimTag(k) == repo {
+			return e, true
+		}
+	}
+	return LockEntry{}, false
+}
+
 // Set records an entry.
 func (l *Lock) Set(ref string, e LockEntry) {
 	l.mu.Lock()
@@ -155,6 +174,14 @@ func (o offline) Resolve(_ context.Context, ref string) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
+	if _, digest, byDigest := strings.Cut(norm, "@"); byDigest {
+		// A digest names itself: the lock may only add what it recorded of it.
+		img := Image{Ref: norm, Source: norm, Digest: digest}
+		if e, ok := o.lock.byDigest(norm); ok {
+			img.Platforms = e.Platforms
+		}
+		return img, nil
+	}
 	e, ok := o.lock.Get(norm)
 	if !ok {
 		return Image{}, fmt.Errorf("%s: %w: add it to the --digests file or resolve online", norm, ErrNotInLock)
@@ -164,6 +191,24 @@ func (o offline) Resolve(_ context.Context, ref string) (Image, error) {
 		src = e.Source
 	}
 	return Image{Ref: norm, Source: src, Digest: e.Digest, Platforms: e.Platforms}, nil
+}
+
+// Manifest answers from the lock: what it recorded of the digest in that
+// repository (written by a run that verified it). Nothing is fetched.
+func (o offline) Manifest(_ context.Context, ref string) (Manifest, error) {
+	norm, err := Normalize(ref)
+	if err != nil {
+		return Manifest{}, err
+	}
+	_, digest, ok := strings.Cut(norm, "@")
+	if !ok {
+		return Manifest{}, fmt.Errorf("manifest of %s: want a reference by digest (repository@sha256:…)", norm)
+	}
+	m := Manifest{Ref: norm, Source: norm, Digest: digest}
+	if e, ok := o.lock.byDigest(norm); ok {
+		m.Platforms = e.Platforms
+	}
+	return m, nil
 }
 
 func (o offline) Platforms(_ context.Context, img Image) ([]string, error) {
@@ -222,6 +267,25 @@ func (r *Recorder) Platforms(ctx context.Context, img Image) ([]string, error) {
 		r.lock.mu.Unlock()
 	}
 	return p, err
+}
+
+// Manifest implements Interface and records the platforms read for every
+// entry of that repository and digest.
+func (r *Recorder) Manifest(ctx context.Context, ref string) (Manifest, error) {
+	m, err := r.inner.Manifest(ctx, ref)
+	if err != nil || len(m.Platforms) == 0 {
+		return m, err
+	}
+	repo, _, _ := strings.Cut(m.Ref, "@")
+	r.lock.mu.Lock()
+	for k, e := range r.lock.entries {
+		if e.Digest == m.Digest && trimTag(k) == repo {
+			e.Platforms = m.Platforms
+			r.lock.entries[k] = e
+		}
+	}
+	r.lock.mu.Unlock()
+	return m, err
 }
 
 // Tags implements Interface.

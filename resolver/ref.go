@@ -55,3 +55,10 @@ func hostOf(ref string) string {
 	h, _, _ := strings.Cut(ref, "/")
 	return canonicalHost(h)
 }
+
+// DigestRef is ref's repository at digest: registry/repository@digest (a
+// tag or an old digest in ref is dropped).
+func DigestRef(ref, digest string) string {
+	base, _, _ := strings.Cut(ref, "@")
+	return trimTag(base) + "@" + digest
+}

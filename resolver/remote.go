@@ -1,7 +1,6 @@
 package resolver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,7 +21,7 @@ import (
 
 // Remote resolves against live registries. One Remote is one run: it
 // remembers every answer, so each registry costs one ping, each repository
-// at most one token, each unique ref one HEAD, each digest's platforms one
+// at most one token, each unique ref one HEAD, each digest's manifest one
 // GET, and each repository's tags one listing.
 //
 // go-containerregistry pings a registry once per repository and wraps its
@@ -39,7 +38,7 @@ type Remote struct {
 	pings     onceMap[*transport.Challenge] // by registry host
 	repos     onceMap[http.RoundTripper]    // by repository
 	heads     onceMap[Image]                // by queried ref
-	platforms onceMap[[]string]             // by digest
+	manifests onceMap[Manifest]             // by queried repository@digest
 	tags      onceMap[[]string]             // by queried repository
 }
 
@@ -98,15 +97,12 @@ func (r *Remote) head(ctx context.Context, src name.Reference) (Image, error) {
 	if err != nil && isMissingHeader(err) {
 		// The registry omits the digest header: GET the manifest and hash it.
 		r.o.logger.Debug("GET manifest: HEAD lacked a header", "ref", source, "error", err)
-		got, gerr := remote.Get(src, opts...)
+		m, gerr := r.fetch(ctx, src)
 		if gerr != nil {
-			return Image{}, classify(source, gerr)
+			return Image{}, gerr
 		}
-		img := Image{Source: source, Digest: got.Digest.String(), MediaType: string(got.MediaType)}
-		if plats, perr := platformsOf(got); perr == nil {
-			r.platforms.set(img.Digest, plats)
-		}
-		return img, nil
+		r.manifests.set(src.Context().Digest(m.Digest).String(), m)
+		return Image{Source: source, Digest: m.Digest, MediaType: m.MediaType}, nil
 	}
 	if err != nil {
 		return Image{}, classify(source, err)
@@ -120,34 +116,17 @@ func isMissingHeader(err error) bool {
 	return strings.Contains(s, "did not include Docker-Content-Digest") || strings.Contains(s, "did not include Content-Length")
 }
 
-// Platforms implements Interface.
+// Platforms implements Interface: the platforms of the verified manifest
+// (see Manifest), so it costs the same one GET per digest.
 func (r *Remote) Platforms(ctx context.Context, img Image) ([]string, error) {
-	if img.Digest == "" || img.Source == "" {
+	if img.Digest == "" || img.Ref == "" {
 		return nil, fmt.Errorf("platforms of %q: image was not resolved", img.Ref)
 	}
-	if img.MediaType != "" && !img.IsIndex() {
-		return nil, nil // single-arch, known from the HEAD: no GET needed
+	m, err := r.Manifest(ctx, DigestRef(img.Ref, img.Digest))
+	if err != nil {
+		return nil, err
 	}
-	return r.platforms.do(ctx, img.Digest, func() ([]string, error) {
-		src, err := Normalize(img.Source)
-		if err != nil {
-			return nil, err
-		}
-		repo, _, _ := strings.Cut(src, "@")
-		ref, err := r.parse(trimTag(repo) + "@" + img.Digest)
-		if err != nil {
-			return nil, fmt.Errorf("platforms of %s: %w", img.Source, err)
-		}
-		opts, err := r.remoteOptions(ctx, ref.Context())
-		if err != nil {
-			return nil, classify(displayName(ref), err)
-		}
-		desc, err := remote.Get(ref, opts...)
-		if err != nil {
-			return nil, classify(displayName(ref), err)
-		}
-		return platformsOf(desc)
-	})
+	return m.Platforms, nil
 }
 
 // Tags implements Interface.
@@ -256,23 +235,6 @@ func (r *Remote) parse(norm string) (name.Reference, error) {
 		return nil, fmt.Errorf("parsing reference %q: %w", norm, err)
 	}
 	return ref, nil
-}
-
-func platformsOf(desc *remote.Descriptor) ([]string, error) {
-	if !desc.MediaType.IsIndex() {
-		return nil, nil // single-arch: no platforms list
-	}
-	m, err := v1.ParseIndexManifest(bytes.NewReader(desc.Manifest))
-	if err != nil {
-		return nil, fmt.Errorf("reading index %s: %w", desc.Digest, err)
-	}
-	var out []string
-	for _, d := range m.Manifests {
-		if p := platformString(d.Platform); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out, nil
 }
 
 func platformString(p *v1.Platform) string {

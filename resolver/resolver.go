@@ -55,6 +55,9 @@ type Interface interface {
 	Resolve(ctx context.Context, ref string) (Image, error)
 	// Platforms lists the platforms of img.Digest (at most one GET per digest per run).
 	Platforms(ctx context.Context, img Image) ([]string, error)
+	// Manifest reads and checks what repository@digest names (see
+	// Remote.Manifest); offline, the lock file's record of it.
+	Manifest(ctx context.Context, ref string) (Manifest, error)
 	// Tags lists the tags of a repository (registry/repository), once per run.
 	Tags(ctx context.Context, repository string) ([]string, error)
 }
@@ -128,10 +131,10 @@ func normalizePlatform(p string) string {
 	return p
 }
 
-// ResolveEach resolves refs (in order, concurrently), reads each digest's
-// platforms, and checks the required ones. Platforms a lock file does not
-// record are left empty unless required. It returns every image that
-// resolved, in the order asked, with the errors of the others joined.
+// ResolveEach resolves refs (in order, concurrently), reads and checks
+// each digest's manifest (see Remote.Manifest), and checks the required
+// platforms. It returns every image that resolved, in the order asked, with
+// the errors of the others joined.
 func ResolveEach(ctx context.Context, r Interface, refs []string, required []string) ([]Image, error) {
 	byRef, resolveErr := ResolveAll(ctx, r, refs)
 	var resolved []string
@@ -148,14 +151,14 @@ func ResolveEach(ctx context.Context, r Interface, refs []string, required []str
 		go func(i int, img Image) {
 			defer wg.Done()
 			out[i] = img
-			plats, err := r.Platforms(ctx, img)
-			if err != nil && (len(required) > 0 || !errors.Is(err, ErrNotInLock)) {
+			m, err := r.Manifest(ctx, DigestRef(img.Ref, img.Digest))
+			if err != nil {
 				errs[i] = err
 				return
 			}
-			img.Platforms = plats
+			img.MediaType, img.Platforms = m.MediaType, m.Platforms
 			out[i] = img
-			errs[i] = RequirePlatforms(img.Ref, plats, required)
+			errs[i] = m.Require(img.Ref, required)
 		}(i, byRef[ref])
 	}
 	wg.Wait()

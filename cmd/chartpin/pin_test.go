@@ -47,7 +47,7 @@ func TestPinCommand(t *testing.T) {
 	if after, _ := os.ReadFile(values); string(after) != string(before) {
 		t.Errorf("--dry-run wrote values.yaml:\n%s", after)
 	}
-	if l, err := os.ReadFile(lock); err != nil || !strings.Contains(string(l), reg.Host+"/team/app:1.0: "+want) {
+	if l, err := os.ReadFile(lock); err != nil || !strings.Contains(string(l), reg.Host+"/team/app:1.0: {digest: "+want+", platforms: [linux/amd64, linux/arm64]}") {
 		t.Errorf("--write-digests: %s %v", l, err)
 	}
 
@@ -337,7 +337,7 @@ func TestPinBadInput(t *testing.T) {
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`),
 				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.image\n        platforms: [linux/amd64, linux/arm64]\n"},
 			lock: "example.org/team/app:1.0: " + d1 + "\n",
-			want: []string{"values.yaml:5 (app.image.digest): image example.org/team/app:1.0: reading platforms of " + d1, "the --digests entry has no platforms"}, code: 1},
+			want: []string{"values.yaml:5 (app.image.digest): image example.org/team/app:1.0: refusing to pin " + d1, "the --digests entry has no platforms"}, code: 1},
 		{name: "versions offline",
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`),
 				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.image\n        versions: \"<2\"\n"},

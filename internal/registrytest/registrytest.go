@@ -27,6 +27,9 @@ type Registry struct {
 	Pusher // Host is host:port, for refs like Host + "/repo:tag"
 	Recorder
 	Server *httptest.Server
+
+	lieMu sync.Mutex
+	lie   Lie
 }
 
 // Request is one request a registry or proxy saw.
@@ -53,7 +56,9 @@ func New(t testing.TB) *Registry {
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.record(req)
-		h.ServeHTTP(w, req)
+		if !serveLie(h, r.currentLie(), w, req) {
+			h.ServeHTTP(w, req)
+		}
 	}))
 	t.Cleanup(r.Server.Close)
 	r.Host = strings.TrimPrefix(r.Server.URL, "http://")
