@@ -5,14 +5,23 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/chartpin/chartpin/deprecation"
 	"github.com/chartpin/chartpin/internal/redact"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -24,11 +33,19 @@ import (
 // maxDownload caps an index or chart archive read into memory.
 const maxDownload = 64 << 20
 
-// chartSource lists a chart's versions and fetches one.
+// chartSource lists a chart's versions, says when each was published and
+// whether it is deprecated, and fetches one.
 type chartSource interface {
-	latest(ctx context.Context, opts Options) (*semver.Version, error)
+	versions(ctx context.Context, opts Options) ([]string, error)
+	describe(ctx context.Context, opts Options, version string) (published, error)
 	fetch(ctx context.Context, opts Options, version string) (*chart.Chart, error)
 	String() string
+}
+
+// published is what the repository records about one version.
+type published struct {
+	Created    time.Time // zero when the repository records no creation time
+	Deprecated bool
 }
 
 func source(opts Options) chartSource {
@@ -39,11 +56,12 @@ func source(opts Options) chartSource {
 	return &indexSource{url: u, shown: redact.URL(u), base: opts.RepoURL}
 }
 
-// Newest is the highest semantic version among versions: 1.9.63-rc.1 ranks
-// below 1.9.63. Prereleases are candidates only when
-// allowPrerelease is set; strings that are not semver are skipped.
-func Newest(versions []string, allowPrerelease bool) (*semver.Version, error) {
-	var best *semver.Version
+// ordered returns the semantic versions among versions, newest first:
+// 1.9.63-rc.1 ranks below 1.9.63. Prereleases are kept only when
+// allowPrerelease is set; strings that are not semver are skipped. An error
+// says why nothing is left.
+func ordered(versions []string, allowPrerelease bool) ([]*semver.Version, error) {
+	var out []*semver.Version
 	prereleases := 0
 	for _, s := range versions {
 		v, err := semver.NewVersion(s)
@@ -54,17 +72,16 @@ func Newest(versions []string, allowPrerelease bool) (*semver.Version, error) {
 			prereleases++
 			continue
 		}
-		if best == nil || v.GreaterThan(best) {
-			best = v
-		}
+		out = append(out, v)
 	}
-	if best == nil {
+	if len(out) == 0 {
 		if prereleases > 0 {
 			return nil, fmt.Errorf("no stable version among %d versions (%d prereleases ignored; --allow-prerelease takes them)", len(versions), prereleases)
 		}
 		return nil, fmt.Errorf("no semantic version among %d versions", len(versions))
 	}
-	return best, nil
+	sort.SliceStable(out, func(i, j int) bool { return out[i].GreaterThan(out[j]) })
+	return out, nil
 }
 
 // indexSource is a classic Helm repository: index.yaml plus archives.
@@ -76,7 +93,7 @@ type indexSource struct {
 
 func (s *indexSource) String() string { return s.shown }
 
-func (s *indexSource) latest(ctx context.Context, opts Options) (*semver.Version, error) {
+func (s *indexSource) versions(ctx context.Context, opts Options) ([]string, error) {
 	data, err := get(ctx, opts, s.url)
 	if err != nil {
 		return nil, fmt.Errorf("fetching repository index %s: %w", s.shown, err)
@@ -99,21 +116,29 @@ func (s *indexSource) latest(ctx context.Context, opts Options) (*semver.Version
 	if len(versions) == 0 {
 		return nil, fmt.Errorf("repository index %s has no chart %q: check --chart", s.shown, opts.Chart)
 	}
-	v, err := Newest(versions, opts.AllowPrerelease)
-	if err != nil {
-		return nil, fmt.Errorf("chart %q in %s: %w", opts.Chart, s.shown, err)
+	return versions, nil
+}
+
+// describe reads the entry's created time and deprecated flag.
+func (s *indexSource) describe(_ context.Context, opts Options, version string) (published, error) {
+	cv := s.entry(opts.Chart, version)
+	if cv == nil {
+		return published{}, fmt.Errorf("chart %q %s vanished from %s between reads", opts.Chart, version, s.shown)
 	}
-	return v, nil
+	return published{Created: cv.Created, Deprecated: cv.Deprecated}, nil
+}
+
+func (s *indexSource) entry(chartName, version string) *repo.ChartVersion {
+	for _, c := range s.index.Entries[chartName] {
+		if c != nil && c.Metadata != nil && c.Version == version && len(c.URLs) > 0 {
+			return c
+		}
+	}
+	return nil
 }
 
 func (s *indexSource) fetch(ctx context.Context, opts Options, version string) (*chart.Chart, error) {
-	var cv *repo.ChartVersion
-	for _, c := range s.index.Entries[opts.Chart] {
-		if c != nil && c.Metadata != nil && c.Version == version && len(c.URLs) > 0 {
-			cv = c
-			break
-		}
-	}
+	cv := s.entry(opts.Chart, version)
 	if cv == nil {
 		return nil, fmt.Errorf("chart %q %s vanished from %s between reads", opts.Chart, version, s.shown)
 	}
@@ -184,7 +209,10 @@ func timeoutHint(ctx context.Context, opts Options, err error) error {
 }
 
 // ociSource is a chart pushed to an OCI registry under HOST/PATH/<chart>:<version>.
-type ociSource struct{ ref string }
+type ociSource struct {
+	ref    string
+	puller *remote.Puller // made on first describe
+}
 
 func (s *ociSource) String() string { return "oci://" + s.ref }
 
@@ -203,7 +231,7 @@ func (s *ociSource) client(ctx context.Context, opts Options) (*registry.Client,
 	return registry.NewClient(ro...)
 }
 
-func (s *ociSource) latest(ctx context.Context, opts Options) (*semver.Version, error) {
+func (s *ociSource) versions(ctx context.Context, opts Options) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
 	defer cancel()
 	rc, err := s.client(ctx, opts)
@@ -217,11 +245,56 @@ func (s *ociSource) latest(ctx context.Context, opts Options) (*semver.Version, 
 	if len(tags) == 0 {
 		return nil, fmt.Errorf("%s has no version tags: check --oci and --chart", s)
 	}
-	v, err := Newest(tags, opts.AllowPrerelease)
-	if err != nil {
-		return nil, fmt.Errorf("chart %s: %w", s, err)
+	return tags, nil
+}
+
+// describe reads the creation time publish records in the chart manifest's
+// annotations, and the deprecation markers that refer to that manifest.
+func (s *ociSource) describe(ctx context.Context, opts Options, version string) (published, error) {
+	if s.puller == nil {
+		// One puller per tick: the ping and token exchange are not repeated per version.
+		t := opts.HTTPClient.Transport
+		if t == nil {
+			t = http.DefaultTransport
+		}
+		p, err := remote.NewPuller(remote.WithTransport(t), remote.WithAuthFromKeychain(authn.DefaultKeychain))
+		if err != nil {
+			return published{}, err
+		}
+		s.puller = p
 	}
-	return v, nil
+	ctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
+	defer cancel()
+	var nopts []name.Option
+	if opts.PlainHTTP {
+		nopts = append(nopts, name.Insecure)
+	}
+	tag := strings.ReplaceAll(version, "+", "_")
+	ref, err := name.NewTag(s.ref+":"+tag, nopts...)
+	if err != nil {
+		return published{}, fmt.Errorf("%s:%s: %w", s, tag, err)
+	}
+	ro := []remote.Option{remote.WithContext(ctx), remote.Reuse(s.puller)}
+	desc, err := remote.Get(ref, ro...)
+	if err != nil {
+		return published{}, fmt.Errorf("reading the manifest of %s:%s: %w", s, tag, timeoutHint(ctx, opts, err))
+	}
+	var m v1.Manifest
+	if err := json.Unmarshal(desc.Manifest, &m); err != nil {
+		return published{}, fmt.Errorf("reading the manifest of %s:%s: %w", s, tag, err)
+	}
+	var p published
+	if c, ok := m.Annotations[deprecation.CreatedAnnotation]; ok {
+		if p.Created, err = time.Parse(time.RFC3339Nano, c); err != nil {
+			return published{}, fmt.Errorf("%s:%s: annotation %s %q is not an RFC 3339 time: %w", s, tag, deprecation.CreatedAnnotation, c, err)
+		}
+	}
+	st, err := deprecation.Read(ctx, ref.Context().Digest(desc.Digest.String()), ro...)
+	if err != nil {
+		return published{}, fmt.Errorf("%s:%s: %w", s, tag, timeoutHint(ctx, opts, err))
+	}
+	p.Deprecated = st.Deprecated
+	return p, nil
 }
 
 func (s *ociSource) fetch(ctx context.Context, opts Options, version string) (*chart.Chart, error) {

@@ -29,7 +29,14 @@ const (
 	DecisionUpgraded = "upgraded"
 	// DecisionWouldUpgrade: a newer chart version exists; --dry-run changed nothing.
 	DecisionWouldUpgrade = "would-upgrade"
-	// DecisionUpToDate: the deployed chart is the newest version.
+	// DecisionRecalled: the deployed version is deprecated; a lower one was installed.
+	DecisionRecalled = "recalled"
+	// DecisionWouldRecall: the deployed version is deprecated; --dry-run changed nothing.
+	DecisionWouldRecall = "would-recall"
+	// DecisionWaiting: newer versions exist but none has soaked --min-age yet.
+	DecisionWaiting = "waiting"
+	// DecisionUpToDate: no version above the deployed one may be taken
+	// (there is none, or each is deprecated).
 	DecisionUpToDate = "up-to-date"
 	// DecisionAhead: the deployed chart is newer than anything in the repository.
 	DecisionAhead = "ahead"
@@ -61,12 +68,14 @@ type Options struct {
 	RepoURL string // an index.yaml repository (http/https); exactly one of RepoURL and OCI
 	OCI     string // oci://HOST/PATH; the chart is HOST/PATH/<Chart>
 
-	Timeout         time.Duration // Helm's wait for rollback and upgrade; default DefaultTimeout
-	RequestTimeout  time.Duration // per repository request; default DefaultRequestTimeout
-	AllowPrerelease bool          // consider semver prereleases (1.9.63-rc.1) as candidates
-	DryRun          bool          // decide and render, change nothing
-	PlainHTTP       bool          // talk plain HTTP to the OCI registry (loopback test registries)
-	MaxHistory      int           // revisions kept; default 10 like `helm upgrade`
+	Timeout         time.Duration    // Helm's wait for rollback and upgrade; default DefaultTimeout
+	RequestTimeout  time.Duration    // per repository request; default DefaultRequestTimeout
+	AllowPrerelease bool             // consider semver prereleases (1.9.63-rc.1) as candidates
+	MinAge          time.Duration    // take only versions published at least this long ago (a soak)
+	Now             func() time.Time // the clock ages are measured by; default time.Now
+	DryRun          bool             // decide and render, change nothing
+	PlainHTTP       bool             // talk plain HTTP to the OCI registry (loopback test registries)
+	MaxHistory      int              // revisions kept; default 10 like `helm upgrade`
 
 	HTTPClient *http.Client // for repository requests; default a fresh client
 	Logger     *slog.Logger // discard by default
@@ -76,9 +85,17 @@ type Options struct {
 type Result struct {
 	Release   string `json:"release"`
 	Namespace string `json:"namespace"`
-	Current   string `json:"current"`  // chart version deployed before the tick
-	Latest    string `json:"latest"`   // newest candidate version in the repository ("" when not fetched)
-	Decision  string `json:"decision"` // one of the Decision constants
+	Current   string `json:"current"`          // chart version deployed before the tick
+	Latest    string `json:"latest"`           // newest version in the repository ("" when not fetched)
+	Target    string `json:"target,omitempty"` // the version moved to (or that a dry run would move to)
+	Decision  string `json:"decision"`         // one of the Decision constants
+	Reason    string `json:"reason,omitempty"` // why, in words: "0.4.2 waits 17h more"
+
+	// Now is the clock reading ages were measured at, MinAge the soak asked for.
+	Now    time.Time `json:"now"`
+	MinAge string    `json:"min_age,omitempty"`
+	// Candidates are the versions looked at, newest first after the deployed one.
+	Candidates []Candidate `json:"candidates,omitempty"`
 
 	Recovered string `json:"recovered,omitempty"` // non-empty when a wedged release was rolled back first
 	Revision  int    `json:"revision"`            // release revision after the tick
@@ -124,6 +141,9 @@ func withDefaults(opts Options) Options {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return opts
 }
 
@@ -146,6 +166,9 @@ func (opts Options) Validate() error {
 	case opts.OCI != "" && !strings.HasPrefix(opts.OCI, "oci://"):
 		problems = append(problems, fmt.Sprintf("--oci %q: want oci://HOST/PATH", opts.OCI))
 	}
+	if opts.MinAge < 0 {
+		problems = append(problems, fmt.Sprintf("--min-age %s: want a duration of zero or more, e.g. 24h", opts.MinAge))
+	}
 	if len(problems) > 0 {
 		return failure.Input(fmt.Errorf("upgrade: %s", strings.Join(problems, "; ")))
 	}
@@ -161,7 +184,10 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 	}
 	opts = withDefaults(opts)
 	log := opts.Logger.With("release", opts.Release, "namespace", opts.Namespace)
-	res := Result{Release: opts.Release, Namespace: opts.Namespace}
+	res := Result{Release: opts.Release, Namespace: opts.Namespace, Now: opts.Now().UTC()}
+	if opts.MinAge > 0 {
+		res.MinAge = human(opts.MinAge)
+	}
 
 	if dl, ok := ctx.Deadline(); ok {
 		// A second of tolerance covers the caller's setup between creating
@@ -245,27 +271,29 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 	log.Info("current", "chart", chartName(current), "version", res.Current, "revision", current.Version, "status", current.Info.Status)
 
 	src := source(opts)
-	latest, err := src.latest(ctx, opts)
+	pl, err := decide(ctx, src, opts, res.Now, res.Current, cur)
 	if err != nil {
 		return res, err
 	}
-	res.Latest = latest.Original()
-	log.Info("latest", "source", src.String(), "version", res.Latest, "allowPrerelease", opts.AllowPrerelease)
+	res.Latest, res.Reason, res.Candidates = pl.latest.Original(), pl.reason, pl.candidates
+	log.Info("latest", "source", src.String(), "version", res.Latest, "allowPrerelease", opts.AllowPrerelease, "minAge", opts.MinAge)
 
 	res.Shadowed = shadowedPins(current.Config)
 	warnShadowed(log, res.Shadowed)
-	switch c := latest.Compare(cur); {
-	case c == 0:
-		res.Decision = DecisionUpToDate
-		log.Info("decision: nothing to do, the deployed chart is the newest", "current", res.Current, "latest", res.Latest, "decision", res.Decision)
-		return res, nil
-	case c < 0:
-		res.Decision = DecisionAhead
-		log.Info("decision: skip, the deployed chart is ahead of the repository", "current", res.Current, "latest", res.Latest, "decision", res.Decision)
+	if pl.target == nil {
+		res.Decision = pl.decision
+		log.Info("decision: stay", "current", res.Current, "latest", res.Latest, "decision", res.Decision, "reason", res.Reason)
 		return res, nil
 	}
+	res.Target = pl.target.Original()
+	verb, done, would := "upgrade", DecisionUpgraded, DecisionWouldUpgrade
+	if pl.target.LessThan(cur) {
+		// A recall is a deliberate downgrade: an upgrade to the lower
+		// chart, so values are kept exactly as on any upgrade.
+		verb, done, would = "recall", DecisionRecalled, DecisionWouldRecall
+	}
 
-	ch, err := src.fetch(ctx, opts, res.Latest)
+	ch, err := src.fetch(ctx, opts, res.Target)
 	if err != nil {
 		return res, err
 	}
@@ -277,23 +305,23 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 	up.ResetThenReuseValues = true
 	up.MaxHistory = opts.MaxHistory
 	up.DryRun = opts.DryRun
-	up.Description = fmt.Sprintf("chartpin upgrade %s -> %s", res.Current, res.Latest)
+	up.Description = fmt.Sprintf("chartpin %s %s -> %s", verb, res.Current, res.Target)
 	if opts.DryRun && res.Recovered != "" {
 		// Helm refuses to render an upgrade over a pending revision, and a
 		// dry run must not roll it back: the decision is all there is.
-		res.Decision = DecisionWouldUpgrade
-		log.Info("decision: would roll back, then upgrade (dry run, nothing changed, not rendered)", "current", res.Current, "latest", res.Latest, "decision", res.Decision)
+		res.Decision = would
+		log.Info("decision: would roll back, then "+verb+" (dry run, nothing changed, not rendered)", "current", res.Current, "target", res.Target, "decision", res.Decision)
 		return res, nil
 	}
 	if opts.DryRun {
 		if _, err := up.RunWithContext(ctx, opts.Release, ch, nil); err != nil {
-			return res, fmt.Errorf("upgrade %s: dry run of chart %s %s: %w", opts.Release, opts.Chart, res.Latest, err)
+			return res, fmt.Errorf("upgrade %s: dry run of chart %s %s: %w", opts.Release, opts.Chart, res.Target, err)
 		}
-		res.Decision = DecisionWouldUpgrade
-		log.Info("decision: would upgrade (dry run, nothing changed)", "current", res.Current, "latest", res.Latest, "decision", res.Decision)
+		res.Decision = would
+		log.Info("decision: would "+verb+" (dry run, nothing changed)", "current", res.Current, "target", res.Target, "decision", res.Decision, "reason", res.Reason)
 		return res, nil
 	}
-	log.Info("decision: upgrading", "current", res.Current, "latest", res.Latest, "timeout", opts.Timeout)
+	log.Info("decision: "+verb, "current", res.Current, "target", res.Target, "reason", res.Reason, "timeout", opts.Timeout)
 	before := res.Revision
 	rel, err := up.RunWithContext(ctx, opts.Release, ch, nil)
 	if err != nil {
@@ -315,13 +343,13 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 			res.Decision = DecisionFailed
 			err = fmt.Errorf("%w; the release is left at revision %d, %s, chart %s", err, now.Version, now.Info.Status, chartVersion(now))
 		}
-		log.Error("decision: upgrade failed", "current", res.Current, "latest", res.Latest, "decision", res.Decision, "err", err)
+		log.Error("decision: "+verb+" failed", "current", res.Current, "target", res.Target, "decision", res.Decision, "err", err)
 		return res, fmt.Errorf("upgrade %s: chart %s %s -> %s failed: %w; inspect with `helm history %s -n %s`",
-			opts.Release, opts.Chart, res.Current, res.Latest, err, opts.Release, current.Namespace)
+			opts.Release, opts.Chart, res.Current, res.Target, err, opts.Release, current.Namespace)
 	}
 	res.Revision = rel.Version
-	res.Decision = DecisionUpgraded
-	log.Info("decision: upgraded", "current", res.Current, "latest", res.Latest, "revision", rel.Version, "decision", res.Decision)
+	res.Decision = done
+	log.Info("decision: "+done, "current", res.Current, "target", res.Target, "revision", rel.Version, "decision", res.Decision)
 	return res, nil
 }
 

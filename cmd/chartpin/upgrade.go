@@ -17,9 +17,12 @@ func init() {
 	register(func() *cli.Command {
 		return &cli.Command{
 			Name:  "upgrade",
-			Usage: "one auto-upgrade tick: move an installed release to the newest stable chart version",
+			Usage: "one auto-upgrade tick: move an installed release to the newest stable chart version that is not deprecated",
 			Description: "Rolls a wedged (pending-*) release back to its last deployed revision first, skips a\n" +
 				"release being uninstalled, and upgrades with reset-then-reuse-values, atomically.\n" +
+				"Deprecated versions (chartpin publish --deprecate) are never taken, and a release running one\n" +
+				"moves to the newest non-deprecated version, even a lower one (a recall). --min-age skips\n" +
+				"versions published too recently (index created, or the OCI manifest's creation annotation).\n" +
 				"Kubernetes access: in-cluster config by default, or --kubeconfig / KUBECONFIG.\n" +
 				"The command deadline (global --timeout) is extended when it would undercut the upgrade.",
 			Flags: []cli.Flag{
@@ -31,6 +34,7 @@ func init() {
 				&cli.DurationFlag{Name: "timeout", Value: upgrade.DefaultTimeout, Usage: "Helm's wait for the rollback and the upgrade (as helm upgrade --timeout)"},
 				&cli.DurationFlag{Name: "request-timeout", Value: upgrade.DefaultRequestTimeout, Usage: "bound on each repository and Kubernetes API request"},
 				&cli.BoolFlag{Name: "allow-prerelease", Usage: "consider prerelease versions (1.2.0-rc.1)"},
+				&cli.DurationFlag{Name: "min-age", Usage: "take only versions published at least `DURATION` ago (a soak, e.g. 24h); a younger one is reported, not an error"},
 				&cli.BoolFlag{Name: "dry-run", Usage: "decide and render, change nothing"},
 				&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `FILE` (default: in-cluster config, or KUBECONFIG)"},
 				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
@@ -57,6 +61,7 @@ func runUpgrade(c *cli.Context) error {
 		Timeout:         c.Duration("timeout"),
 		RequestTimeout:  c.Duration("request-timeout"),
 		AllowPrerelease: c.Bool("allow-prerelease"),
+		MinAge:          c.Duration("min-age"),
 		DryRun:          c.Bool("dry-run"),
 		PlainHTTP:       insecureOCI(c, c.String("oci")),
 		Logger:          log,
@@ -131,8 +136,15 @@ func printUpgrade(c *cli.Context, output string, res upgrade.Result) error {
 	if latest == "" {
 		latest = "not fetched"
 	}
-	_, err := fmt.Fprintf(w, "release %s (namespace %s): current %s, latest %s: %s (revision %d)\n",
-		res.Release, res.Namespace, res.Current, latest, res.Decision, res.Revision)
+	if res.Target != "" && res.Target != res.Latest {
+		latest += ", target " + res.Target
+	}
+	reason := ""
+	if res.Reason != "" {
+		reason = ": " + res.Reason
+	}
+	_, err := fmt.Fprintf(w, "release %s (namespace %s): current %s, latest %s: %s (revision %d)%s\n",
+		res.Release, res.Namespace, res.Current, latest, res.Decision, res.Revision, reason)
 	return err
 }
 

@@ -49,11 +49,12 @@ func (r *Recorder) record(req *http.Request) {
 	r.mu.Unlock()
 }
 
-// New starts a registry that lives as long as the test.
-func New(t testing.TB) *Registry {
+// New starts a registry that lives as long as the test; opts tune it (e.g.
+// registry.WithReferrersSupport).
+func New(t testing.TB, opts ...registry.Option) *Registry {
 	t.Helper()
 	r := &Registry{}
-	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	h := registry.New(append([]registry.Option{registry.Logger(log.New(io.Discard, "", 0))}, opts...)...)
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.record(req)
 		if !serveLie(h, r.currentLie(), w, req) {
