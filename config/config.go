@@ -59,6 +59,8 @@ type Chart struct {
 	Acknowledge []Ack
 	// Line is where the chart entry starts in the config file.
 	Line int
+	// Config is the path of the config file (for file:line in messages).
+	Config string
 }
 
 // Image is one configured pin: an image block and the key that receives its digest.
@@ -82,6 +84,8 @@ type Image struct {
 	When string
 	// Follows is the At of another image whose digest this one takes.
 	Follows string
+	// Hold is why this pin is never moved ("" means it moves).
+	Hold string
 	// Line is where the entry starts in the config file.
 	Line int
 }
@@ -337,7 +341,7 @@ func (p parser) chart(n *yaml.Node) (Chart, error) {
 	if err != nil {
 		return Chart{}, err
 	}
-	c := Chart{Line: n.Line}
+	c := Chart{Line: n.Line, Config: p.path}
 	dn, ok := fields["dir"]
 	if !ok {
 		return Chart{}, p.errf(n, "chart entry without dir:")
@@ -436,6 +440,17 @@ var (
 	digestRe   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
 
+// ValidPlatform checks an os/arch[/variant] platform.
+func ValidPlatform(s string) error {
+	if !platformRe.MatchString(s) {
+		return fmt.Errorf("%q is not os/arch[/variant] like linux/arm64", s)
+	}
+	return nil
+}
+
+// ValidPath checks a dotted values path as chartpin.yaml writes it (at:, follows:).
+func ValidPath(s string) error { return validPath(s) }
+
 func validPath(s string) error {
 	if !pathRe.MatchString(s) {
 		return fmt.Errorf("%q is not a dotted values path like images.ingestor", s)
@@ -444,13 +459,13 @@ func validPath(s string) error {
 }
 
 func (p parser) image(n *yaml.Node) (Image, error) {
-	fields, err := p.mapping(n, "at", "repository", "tagFrom", "pin", "format", "platforms", "versions", "when", "follows")
+	fields, err := p.mapping(n, "at", "repository", "tagFrom", "pin", "format", "platforms", "versions", "when", "follows", "hold")
 	if err != nil {
 		return Image{}, err
 	}
 	img := Image{Line: n.Line}
 	strs := map[string]*string{"at": &img.At, "repository": &img.Repository, "tagFrom": &img.TagFrom, "pin": &img.Pin,
-		"format": &img.Format, "versions": &img.Versions, "when": &img.When, "follows": &img.Follows}
+		"format": &img.Format, "versions": &img.Versions, "when": &img.When, "follows": &img.Follows, "hold": &img.Hold}
 	for k, dst := range strs {
 		if v, ok := fields[k]; ok {
 			if *dst, err = p.str(v, k); err != nil {
@@ -463,6 +478,9 @@ func (p parser) image(n *yaml.Node) (Image, error) {
 	}
 	if err := validPath(img.At); err != nil {
 		return Image{}, p.errf(fields["at"], "at: %v", err)
+	}
+	if h, ok := fields["hold"]; ok && strings.TrimSpace(img.Hold) == "" {
+		return Image{}, p.errf(h, "hold: is empty; say why this pin must not move")
 	}
 	if img.TagFrom != "" && !keyRe.MatchString(img.TagFrom) {
 		return Image{}, p.errf(fields["tagFrom"], "tagFrom: %q is not a key path inside the block, like channelTags.prod", img.TagFrom)
@@ -485,8 +503,8 @@ func (p parser) image(n *yaml.Node) (Image, error) {
 			if err != nil {
 				return Image{}, err
 			}
-			if !platformRe.MatchString(s) {
-				return Image{}, p.errf(e, "platforms: %q is not os/arch[/variant]", s)
+			if err := ValidPlatform(s); err != nil {
+				return Image{}, p.errf(e, "platforms: %v", err)
 			}
 			img.Platforms = append(img.Platforms, s)
 		}

@@ -13,17 +13,50 @@ import (
 
 // configured returns exactly the pins cfg names. A configured path or pin key
 // that values.yaml lacks is an input error: chartpin never invents a key.
+// A hold or an acknowledgement that names no pin is an input error too: a
+// typo in it would otherwise silence nothing while looking like it works.
 func configured(name string, root *yaml.Node, cfg *config.Chart) ([]Pin, error) {
 	var pins []Pin
 	for _, img := range cfg.Images {
 		p, err := configuredPin(name, root, img)
 		if err != nil {
-			return nil, failure.Input(fmt.Errorf("image %s (chartpin.yaml line %d): %w", img.At, img.Line, err))
+			return nil, failure.Input(fmt.Errorf("%s:%d: image %s: %w", configName(cfg), img.Line, img.At, err))
 		}
-		p.Platforms, p.Versions, p.When, p.Follows, p.ConfigLine = img.Platforms, img.Versions, img.When, img.Follows, img.Line
+		p.Platforms, p.Versions, p.When, p.Follows, p.Hold, p.ConfigLine = img.Platforms, img.Versions, img.When, img.Follows, img.Hold, img.Line
 		pins = append(pins, p)
 	}
+	if len(cfg.Acknowledge) == 0 {
+		return pins, nil
+	}
+	found, err := discover(name, root, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range cfg.Acknowledge {
+		if !namesPin(a.At, pins) && !namesPin(a.At, found) {
+			return nil, failure.Input(fmt.Errorf("%s:%d: acknowledge at: %s names no pin in %s; fix at: (an image path like images.ingestor, or a pin path) or drop the entry",
+				configName(cfg), a.Line, a.At, name))
+		}
+	}
 	return pins, nil
+}
+
+// namesPin reports whether at is the image path or the pin path of one of pins
+// (the two ways drift matches an acknowledgement).
+func namesPin(at string, pins []Pin) bool {
+	for _, p := range pins {
+		if p.At == at || p.Path == at {
+			return true
+		}
+	}
+	return false
+}
+
+func configName(cfg *config.Chart) string {
+	if cfg.Config == "" {
+		return config.FileName
+	}
+	return cfg.Config
 }
 
 func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) {
@@ -67,6 +100,10 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 		if pinKey == tagKey && p.Format != config.FormatRefDigest {
 			p.Format = config.FormatTagDigest
 		}
+	}
+	if img.TagFrom == "" && (p.Format == config.FormatTagDigest || p.Format == config.FormatRefDigest) {
+		// The value holds its own tag: version: v1.5.3@sha256:… needs no tagFrom:.
+		tagKey = pinKey
 	}
 	p.Digest = digestOf(value)
 	if value != "" && p.Digest == "" && pinKey != tagKey {

@@ -58,6 +58,8 @@ type Pin struct {
 	Versions  string   `json:"versions,omitempty"`
 	When      string   `json:"when,omitempty"`
 	Follows   string   `json:"follows,omitempty"`
+	// Hold is why the config says this pin never moves ("" means it moves).
+	Hold string `json:"hold,omitempty"`
 	// Problem is non-empty when the image cannot be determined (unwatchable).
 	Problem string `json:"problem,omitempty"`
 	// ConfigLine is the chartpin.yaml line that configured this pin (0 in discovery).

@@ -309,7 +309,7 @@ jelly:
 	}
 
 	bad := []struct{ name, images, want string }{
-		{"missing path", "      - at: images.nope\n", "image images.nope (chartpin.yaml line 4): " + dir + "/values.yaml: no key \"nope\" under images"},
+		{"missing path", "      - at: images.nope\n", "chartpin.yaml:4: image images.nope: " + dir + "/values.yaml: no key \"nope\" under images"},
 		{"missing pin key", "      - at: images.jobsManager\n        pin: prodDigest\n", "has no prodDigest key"},
 		{"no pin key at all", "      - at: serviceDbAccountsByEnv\n", "has no digest or sha key"},
 		{"ambiguous", "      - at: amb\n", "ambiguous pin: amb has digest and tag"},

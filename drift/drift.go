@@ -26,13 +26,14 @@ import (
 // Status classifies one pin.
 type Status string
 
-// Statuses. OK, Acknowledged and NotPinned are not findings.
+// Statuses. OK, Acknowledged, Held and NotPinned are not findings.
 const (
 	OK           Status = "ok"
 	Drift        Status = "DRIFT"
 	Unresolved   Status = "UNRESOLVED"
 	Unwatchable  Status = "UNWATCHABLE"
 	Acknowledged Status = "ACKNOWLEDGED"
+	Held         Status = "HELD"
 	NotPinned    Status = "not pinned"
 )
 
@@ -295,6 +296,12 @@ func (c *checker) classify(ctx context.Context) {
 	var order []string
 	for i := range items {
 		it := &items[i]
+		if it.Pin.Hold != "" {
+			// The config froze this pin on purpose: reported with the
+			// reason, never resolved, never a finding.
+			it.Status, it.Message = Held, "held: "+it.Pin.Hold
+			continue
+		}
 		if it.Pin.Problem != "" && it.Pin.Key == "" {
 			// A whole block discovery refused (two pins of one image): no
 			// pin key to call "not pinned", so it is a finding.

@@ -472,3 +472,47 @@ func TestVersionsRangeAndFollows(t *testing.T) {
 		t.Errorf("follower after the leader moved: %s %q", it.Status, it.Message)
 	}
 }
+
+// A held pin is reported HELD with its reason and never asked about: its
+// float moved (worker), yet no request names it and it is not a finding.
+func TestHeldPinIsReportedNotResolved(t *testing.T) {
+	reg := registrytest.New(t)
+	f := writeChart(t, &reg.Pusher, reg.Host)
+	cfg, err := config.Parse(filepath.Join(f.dir, "chartpin.yaml"), []byte("charts:\n  - dir: .\n    images:\n"+
+		"      - at: images.worker\n        hold: \"frozen: 2.0 was re-published\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Reset()
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := byPath(t, rep)["images.worker.digest"]
+	if w.Status != drift.Held || w.Message != "held: frozen: 2.0 was re-published" || w.Status.Finding() {
+		t.Errorf("worker: %s %q", w.Status, w.Message)
+	}
+	for _, q := range reg.Requests() {
+		if strings.Contains(q.Path, "team/worker") {
+			t.Errorf("a held pin was resolved: %s %s", q.Method, q.Path)
+		}
+	}
+	if rep.Findings() != 2 || !strings.Contains(rep.Summary(), ", 1 HELD") { // gone and orphan remain
+		t.Errorf("findings %d: %s", rep.Findings(), rep.Summary())
+	}
+
+	// An acknowledgement naming no pin is a config error naming its line.
+	cfg, err = config.Parse(filepath.Join(f.dir, "chartpin.yaml"), []byte("charts:\n  - dir: .\n    acknowledge:\n"+
+		"      - at: images.wroker\n        digest: "+f.workerOld+"\n        until: 2027-01-31\n        reason: typo\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}})
+	if !failure.IsInput(err) || !strings.Contains(err.Error(), filepath.Join(f.dir, "chartpin.yaml")+":4: acknowledge at: images.wroker names no pin") {
+		t.Errorf("err %v", err)
+	}
+}

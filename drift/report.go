@@ -18,6 +18,9 @@ const offlineMark = "OFFLINE "
 func (r *Report) Summary() string {
 	s := fmt.Sprintf("drift: %d pin(s): %d ok, %d DRIFT, %d UNRESOLVED, %d UNWATCHABLE, %d ACKNOWLEDGED, %d not pinned",
 		len(r.Items), r.Count(OK), r.Count(Drift), r.Count(Unresolved), r.Count(Unwatchable), r.Count(Acknowledged), r.Count(NotPinned))
+	if n := r.Count(Held); n > 0 {
+		s += fmt.Sprintf(", %d HELD", n)
+	}
 	if r.Requests != nil {
 		q := r.Requests
 		s += fmt.Sprintf("; registry requests: HEAD %d, GET %d, token %d, ping %d, other %d (%d in all, %d of them retries)",

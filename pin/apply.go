@@ -13,6 +13,9 @@ import (
 // A file that changed on disk since Plan is refused before anything is
 // written; if a write fails midway, the files already written are restored.
 func (r *Result) Apply() error {
+	if r.Refused() {
+		return errors.New("the plan refuses a move; nothing written")
+	}
 	for _, f := range r.files {
 		cur, err := os.ReadFile(f.Path)
 		if err != nil {

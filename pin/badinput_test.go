@@ -155,15 +155,16 @@ func TestBadInput(t *testing.T) {
 				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.sidecar\n"},
 			config: true,
 			r:      lock(""),
-			want:   []string{"image app.sidecar (chartpin.yaml line 4):", "no key \"sidecar\" under app"},
+			want:   []string{"chartpin.yaml:4: image app.sidecar:", "no key \"sidecar\" under app"},
 			code:   2,
 		},
 		{
 			name: "stale variant pin beside a moving digest",
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": "app:\n  image:\n    repository: example.org/team/app\n    tag: \"1.0\"\n" +
 				"    digest: " + d1 + "\n    digestChroot: " + d1 + "\n"},
-			r:    lock("example.org/team/app:1.0: sha256:2222222222222222222222222222222222222222222222222222222222222222\n"),
-			want: []string{"values.yaml:6 (app.image.digestChroot): image app.image moves but this pin cannot follow it", "configure it in chartpin.yaml"},
+			r: lock("example.org/team/app:1.0: {digest: sha256:2222222222222222222222222222222222222222222222222222222222222222, platforms: [linux/amd64]}\n" +
+				"example.org/team/app@" + d1 + ": {digest: " + d1 + ", platforms: [linux/amd64]}\n"),
+			want: []string{"values.yaml:6 (app.image.digestChroot): image app.image: its block moves but this pin cannot follow it", "configure it in chartpin.yaml"},
 			code: 1,
 		},
 	}
@@ -193,8 +194,15 @@ func TestBadInput(t *testing.T) {
 			if got := failure.Code(err); got != tc.code {
 				t.Errorf("exit class %d, want %d", got, tc.code)
 			}
-			if res != nil {
-				t.Errorf("a refused plan returned a result that could be applied: %+v", res)
+			// A refusal (exit 1) comes with the plan, to show it; it can
+			// never be applied. Bad input (exit 2) has no plan at all.
+			switch {
+			case tc.code == 2 && res != nil:
+				t.Errorf("bad input returned a plan: %+v", res)
+			case tc.code == 1 && (res == nil || !res.Refused()):
+				t.Errorf("a refusal returned no plan that lists it: %+v", res)
+			case res != nil && res.Apply() == nil:
+				t.Errorf("a refused plan could be applied")
 			}
 		})
 	}

@@ -265,6 +265,22 @@ func (c *chart) rewriteFiles(hits []copyHit) ([]FileChange, error) {
 	return out, nil
 }
 
+// refuseCopies lists every copy of an old digest as a refusal; the first
+// carries the whole explanation for the error message.
+func (c *chart) refuseCopies(hits []copyHit) {
+	for i, h := range hits {
+		r := Refusal{File: h.File, Line: h.Line, Path: h.Pin,
+			Reason: fmt.Sprintf("%s is a copy of the old digest of %s; rerun with --rewrite-copies to update it, or remove it", h.Old, h.Pin)}
+		if h.keep != "" {
+			r.Reason = fmt.Sprintf("%s is a copy of the old digest of %s: %s", h.Old, h.Pin, h.keep)
+		}
+		if i == 0 {
+			r.err = copiesError(hits)
+		}
+		c.res.Refused = append(c.res.Refused, r)
+	}
+}
+
 func copiesError(hits []copyHit) error {
 	var lines []string
 	kept := false

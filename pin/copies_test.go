@@ -29,7 +29,8 @@ func copyChart(t *testing.T, values string, extra map[string]string) (string, re
 		files[k] = v
 	}
 	writeTree(t, dir, files)
-	l, err := resolver.ParseLock("digests.yaml", []byte("example.org/team/app:1.0: "+copyNew+"\n"))
+	l, err := resolver.ParseLock("digests.yaml", []byte("example.org/team/app:1.0: {digest: "+copyNew+", platforms: [linux/amd64]}\n"+
+		"example.org/team/app@"+copyOld+": {digest: "+copyOld+", platforms: [linux/amd64]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

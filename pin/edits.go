@@ -2,7 +2,6 @@ package pin
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -15,13 +14,10 @@ import (
 // edits computes the chart's pin and tag edits, the copies of old digests,
 // and the version bump, and returns the files that change.
 func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
-	var (
-		edits []yamledit.Edit
-		errs  []error
-	)
+	var edits []yamledit.Edit
 	moved := map[string]bool{} // image blocks with a moving pin
 	for _, s := range c.pins {
-		if s.Problem != "" {
+		if s.Problem != "" || s.held != "" || s.refused != nil {
 			continue
 		}
 		current := value(s.Node)
@@ -32,8 +28,15 @@ func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
 			continue
 		}
 		if s.When != "" {
-			if err := c.checkWhen(s); err != nil {
-				errs = append(errs, err)
+			held, err := c.checkWhen(s)
+			if err != nil {
+				s.refuse(s.ref, err)
+				s.changed = false
+				continue
+			}
+			if held != "" {
+				s.held, s.changed = held, false
+				log.Debug("pin held", "pin", s.Path, "reason", held)
 				continue
 			}
 		}
@@ -48,11 +51,13 @@ func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
 	}
 	for _, s := range c.pins {
 		if k := s.Problem; k != "" && c.cfg == nil && moved[s.At] && s.Digest != "" {
-			errs = append(errs, fmt.Errorf("%s: image %s moves but this pin cannot follow it: %s", s.Where(), s.At, k))
+			s.refuse(s.At, fmt.Errorf("its block moves but this pin cannot follow it: %s", k))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	for _, s := range c.pins {
+		if s.refused != nil {
+			c.res.Refused = append(c.res.Refused, *s.refused)
+		}
 	}
 
 	copies, err := c.findCopies()
@@ -60,7 +65,8 @@ func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
 		return nil, err
 	}
 	if len(copies) > 0 && !opts.RewriteCopies {
-		return nil, copiesError(copies)
+		c.refuseCopies(copies)
+		copies = nil
 	}
 	for _, cp := range copies {
 		if cp.node != nil {
@@ -86,11 +92,11 @@ func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
 
 	c.res.Skipped = c.skips
 	for _, s := range c.pins {
-		if s.Problem != "" {
+		if (s.Problem != "" && s.held == "") || s.refused != nil {
 			continue
 		}
 		ch := Change{File: s.File, Line: s.Line, Path: s.Path, Image: s.ref, Tag: s.useTag, OldDigest: s.Digest,
-			NewDigest: s.newDigest, Platforms: s.Platforms, Follows: s.Follows, Changed: s.changed}
+			NewDigest: s.newDigest, Platforms: s.Platforms, Follows: s.Follows, Changed: s.changed, Held: s.held}
 		if s.tagMoved {
 			ch.OldTag, ch.TagLine = s.oldTag, s.TagLine
 		}
@@ -120,24 +126,22 @@ func value(n *yaml.Node) string {
 	return n.Value
 }
 
-// checkWhen refuses to move a pin unless its condition holds; an absent or
-// unreadable value is not permission
-// (docs/design.md#ceilings-fail-closed).
-func (c *chart) checkWhen(s *state) error {
+// checkWhen decides whether a pin may move by its condition: false holds
+// this pin only (the reason is returned); an absent or unreadable value is
+// not permission, so it is a refusal (docs/design.md#ceilings-fail-closed).
+func (c *chart) checkWhen(s *state) (held string, err error) {
 	cond, err := config.ParseWhen(s.When)
 	if err != nil {
-		return fmt.Errorf("%s: image %s: when: %w", s.Where(), s.ref, err)
+		return "", fmt.Errorf("when: %w", err)
 	}
 	ok, err := cond.Eval(func(path string) (*yaml.Node, error) { return yamledit.LookupNode(c.root, path) })
 	if err != nil {
-		return fmt.Errorf("%s: image %s: refusing to move the pin from %s to %s: %w (fail closed)",
-			s.Where(), s.ref, orNone(s.Digest), s.newDigest, err)
+		return "", fmt.Errorf("refusing to move the pin from %s to %s: %w (fail closed)", orNone(s.Digest), s.newDigest, err)
 	}
 	if !ok {
-		return fmt.Errorf("%s: image %s: refusing to move the pin from %s to %s: when %q does not hold in values.yaml",
-			s.Where(), s.ref, orNone(s.Digest), s.newDigest, s.When)
+		return fmt.Sprintf("when %q does not hold in values.yaml (would move to %s)", s.When, s.newDigest), nil
 	}
-	return nil
+	return "", nil
 }
 
 func orNone(d string) string {

@@ -22,8 +22,11 @@ func TestReleaseOracles(t *testing.T) {
 		{
 			// kubernetes/ingress-nginx b86d9f09 → dbb11b92 (controller v1.15.1, chart 4.15.1).
 			name: "oracle-ingress-nginx",
-			lock: "registry.k8s.io/ingress-nginx/controller:v1.15.1: sha256:594ceea76b01c592858f803f9ff4d2cb40542cae2060410b2c95f75907d659e1\n" +
-				"registry.k8s.io/ingress-nginx/controller-chroot:v1.15.1: sha256:af31d00c9d82c612896b380a9003bd36843b7647b98e4588251c66325317bc72\n",
+			// Each new digest and the pin it replaces, with their platforms.
+			lock: "registry.k8s.io/ingress-nginx/controller:v1.15.1: {digest: sha256:594ceea76b01c592858f803f9ff4d2cb40542cae2060410b2c95f75907d659e1, platforms: [linux/amd64, linux/arm64]}\n" +
+				"registry.k8s.io/ingress-nginx/controller@sha256:4eea9a4cc2cb6ddcb7da14d377aaf452e68bd3dbe87fe280755d225c4d5e7e4e: {digest: sha256:4eea9a4cc2cb6ddcb7da14d377aaf452e68bd3dbe87fe280755d225c4d5e7e4e, platforms: [linux/amd64, linux/arm64]}\n" +
+				"registry.k8s.io/ingress-nginx/controller-chroot:v1.15.1: {digest: sha256:af31d00c9d82c612896b380a9003bd36843b7647b98e4588251c66325317bc72, platforms: [linux/amd64, linux/arm64]}\n" +
+				"registry.k8s.io/ingress-nginx/controller-chroot@sha256:8f3634837abc5c739baff6527934e08131e095317d69bf64d168e07aef53ac12: {digest: sha256:8f3634837abc5c739baff6527934e08131e095317d69bf64d168e07aef53ac12, platforms: [linux/amd64, linux/arm64]}\n",
 			// The chroot image is the controller's -chroot variant: one block, two entries.
 			config: "charts:\n  - dir: chart\n    appVersion: from:controller.image\n    images:\n" +
 				"      - at: controller.image\n        repository: registry.k8s.io/ingress-nginx/controller\n" +
@@ -36,7 +39,8 @@ func TestReleaseOracles(t *testing.T) {
 		{
 			// aws/karpenter-provider-aws 85eeae8f → 692ccdd0 'chore: Release v1.14.0'; discovery, no config.
 			name: "oracle-karpenter",
-			lock: "public.ecr.aws/karpenter/controller:1.14.0: sha256:723130949e4cab989461ff07d1be4cd781d63515432494641b33c235f300ae23\n",
+			lock: "public.ecr.aws/karpenter/controller:1.14.0: {digest: sha256:723130949e4cab989461ff07d1be4cd781d63515432494641b33c235f300ae23, platforms: [linux/amd64, linux/arm64]}\n" +
+				"public.ecr.aws/karpenter/controller@sha256:ea731b0cd813add8b2947a76bfe861c38069d85922b01d0c1647d1466279b7fe: {digest: sha256:ea731b0cd813add8b2947a76bfe861c38069d85922b01d0c1647d1466279b7fe, platforms: [linux/amd64, linux/arm64]}\n",
 			opts: Options{SetTags: map[string]string{"controller.image": "1.14.0"}, Version: "1.14.0"},
 		},
 	}

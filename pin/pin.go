@@ -47,13 +47,19 @@ type Options struct {
 	Bump string
 	// Version and AppVersion set explicit values (still lockstep-checked).
 	Version, AppVersion string
-	Logger              *slog.Logger
+	// Platforms every new pin must cover, on top of the configured ones and
+	// those of the pin it replaces (--platforms).
+	Platforms []string
+	// DryRun marks the result as a plan that is not written (the views say so).
+	DryRun bool
+	Logger *slog.Logger
 }
 
 // Result is the change set of one run. The text, JSON, Markdown, diff and
 // commit-subject outputs are all views of it.
 type Result struct {
 	Charts []ChartResult `json:"charts"`
+	DryRun bool          `json:"-"`
 	files  []FileChange
 }
 
@@ -70,6 +76,18 @@ type ChartResult struct {
 	// Skipped are pins discovery found but cannot pin (image unknown); they
 	// are listed, never dropped silently.
 	Skipped []Skip `json:"skipped,omitempty"`
+	// Refused are the moves this run refuses; any refusal means nothing is written.
+	Refused []Refusal `json:"refusals,omitempty"`
+}
+
+// Refusal is one move the run refuses, and why.
+type Refusal struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Path   string `json:"path,omitempty"`
+	Image  string `json:"image,omitempty"`
+	Reason string `json:"reason"`
+	err    error
 }
 
 // Change is one pin, moved or not.
@@ -88,6 +106,9 @@ type Change struct {
 	Follows   string   `json:"follows,omitempty"`
 	// Changed is true when the pin's value (or its tag) is rewritten.
 	Changed bool `json:"changed"`
+	// Held says why the pin stays although it could move: a hold: in the
+	// config, or a when: condition that is false. "" means not held.
+	Held string `json:"held,omitempty"`
 }
 
 // CopyChange is another occurrence of an old digest in the chart directory.
@@ -147,6 +168,16 @@ type state struct {
 	newDigest string
 	newValue  string // the pin scalar's new text value
 	changed   bool
+	held      string // why the pin stays (see Change.Held)
+	refused   *Refusal
+}
+
+// refuse records why this pin cannot move; the first reason counts.
+func (s *state) refuse(image string, cause error) {
+	if s.refused == nil {
+		s.refused = &Refusal{File: s.File, Line: s.Line, Path: s.Path, Image: image, Reason: cause.Error(),
+			err: fmt.Errorf("%s: image %s: %w", s.Where(), image, cause)}
+	}
 }
 
 // Plan resolves every pin and computes every edit; it writes nothing.
@@ -161,6 +192,11 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Bump != "" && !validBump(opts.Bump) {
 		return nil, failure.Input(fmt.Errorf("--bump %q: want patch, minor, major or none", opts.Bump))
 	}
+	for _, p := range opts.Platforms {
+		if err := config.ValidPlatform(p); err != nil {
+			return nil, failure.Input(fmt.Errorf("--platforms: %w", err))
+		}
+	}
 	charts, err := load(opts)
 	if err != nil {
 		return nil, err
@@ -168,26 +204,43 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 	if err := setTags(charts, opts.SetTags); err != nil {
 		return nil, err
 	}
-	var refusals []error
+	var problems []error
 	for _, c := range charts {
-		refusals = append(refusals, c.problems()...)
+		problems = append(problems, c.problems()...)
 	}
-	if err := errors.Join(refusals...); err != nil {
+	if err := errors.Join(problems...); err != nil {
 		return nil, err
 	}
-	if err := resolve(ctx, charts, opts.Resolver, log); err != nil {
+	resolve(ctx, charts, opts.Resolver, opts.Platforms, log)
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res := &Result{}
+	res := &Result{DryRun: opts.DryRun}
+	var refused []error
 	for _, c := range charts {
 		files, err := c.edits(opts, log)
 		if err != nil {
 			return nil, err
 		}
+		for _, r := range c.res.Refused {
+			refused = append(refused, r.err)
+		}
 		res.Charts = append(res.Charts, c.res)
 		res.files = append(res.files, files...)
 	}
-	return res, nil
+	// A refusal anywhere writes nothing anywhere: the plan is returned so
+	// it can be shown, with the refusals as the error.
+	return res, errors.Join(refused...)
+}
+
+// Refused reports whether the run refused any move (then Apply writes nothing).
+func (r *Result) Refused() bool {
+	for _, c := range r.Charts {
+		if len(c.Refused) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func validBump(b string) bool {
@@ -278,7 +331,13 @@ func (c *chart) load() error {
 		return err
 	}
 	for _, p := range pins {
-		c.pins = append(c.pins, &state{Pin: p, oldTag: p.Tag})
+		s := &state{Pin: p, oldTag: p.Tag}
+		if p.Hold != "" {
+			// Held: no request, no move; followers take the digest it keeps.
+			s.held, s.newDigest, s.img = "hold: "+p.Hold, p.Digest, resolver.Image{Digest: p.Digest}
+			s.useTag, s.ref = p.Tag, p.Ref()
+		}
+		c.pins = append(c.pins, s)
 	}
 	return nil
 }
@@ -305,6 +364,9 @@ func setTags(charts []*chart, tags map[string]string) error {
 				}
 				if s.TagNode == nil {
 					return failure.Input(fmt.Errorf("--set-tag %s=%s: %s has no tag key to move (%s)", path, tag, s.Where(), s.Problem))
+				}
+				if s.Hold != "" {
+					return failure.Input(fmt.Errorf("--set-tag %s=%s: %s is held (chartpin.yaml:%d: %q); drop the hold: to move it", path, tag, s.Where(), s.ConfigLine, s.Hold))
 				}
 				found = true
 				s.Tag, s.tagMoved = tag, tag != s.oldTag
@@ -353,14 +415,14 @@ func (c *chart) problems() []error {
 		}
 	}
 	for _, s := range c.pins {
-		if s.Problem == "" {
+		if s.Problem == "" || s.held != "" {
 			continue
 		}
 		switch {
 		case c.cfg != nil:
 			errs = append(errs, failure.Input(fmt.Errorf("%s: image %s: %s", s.Where(), s.At, s.Problem)))
 		case moving[s.At] && s.Digest != "":
-			errs = append(errs, fmt.Errorf("%s: image %s: its tag moves but this pin cannot follow: %s", s.Where(), s.At, s.Problem))
+			s.refuse(s.At, fmt.Errorf("its tag moves but this pin cannot follow: %s", s.Problem))
 		default:
 			c.skips = append(c.skips, Skip{File: s.File, Line: s.Line, Path: s.Path, At: s.At, Problem: s.Problem})
 		}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -62,8 +64,8 @@ func TestDiscoveryRefusesSingleArch(t *testing.T) {
 		t.Errorf("values.yaml changed:\n%s", got)
 	}
 
-	// An index for the same tag pins, with one GET: its manifest is read
-	// and hashed before the digest is written.
+	// An index for the same tag pins: one GET of the new index and one of
+	// the pin it replaces, whose two platforms it must keep.
 	index := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
 	reg.Reset()
 	res, err = Plan(context.Background(), Options{ChartDirs: []string{dir}, Resolver: onlineResolver(t, reg.Host)})
@@ -73,8 +75,14 @@ func TestDiscoveryRefusesSingleArch(t *testing.T) {
 	if len(res.Charts[0].Pins) != 1 || res.Charts[0].Pins[0].NewDigest != index {
 		t.Errorf("pins %+v, want %s", res.Charts[0].Pins, index)
 	}
-	if n := reg.CountPath("GET", "/manifests/"); n != 1 || reg.CountPath("GET", "/manifests/"+index) != 1 {
-		t.Errorf("manifest GETs %v, want exactly one, of %s", reg.Requests(), index)
+	var gets []string
+	for _, q := range reg.Requests() {
+		if q.Method == "GET" && strings.Contains(q.Path, "/manifests/") {
+			gets = append(gets, strings.TrimPrefix(q.Path, "/v2/team/app/manifests/"))
+		}
+	}
+	if len(gets) != 2 || !slices.Contains(gets, old) || !slices.Contains(gets, index) {
+		t.Errorf("manifest GETs %v, want one each of %s and %s", gets, old, index)
 	}
 }
 
@@ -100,5 +108,47 @@ func TestUnchangedPinReadsNoPlatforms(t *testing.T) {
 	}
 	if n := reg.Count("HEAD"); n != 1 {
 		t.Errorf("HEADs = %d, want 1", n)
+	}
+}
+
+// A pin never loses a platform, with or without platforms: configured: a
+// one-platform index over a two-platform pin is refused with the plan (not
+// applicable), and --platforms adds a requirement of its own.
+func TestPlatformsNeverShrink(t *testing.T) {
+	reg := registrytest.New(t)
+	old := reg.PushIndex(t, "team/app", "0.9", "linux/amd64", "linux/arm64")
+	narrow := reg.PushIndex(t, "team/app", "1.0", "linux/amd64")
+	dir, values := platformsChart(t, reg.Host, old, "")
+	res, err := Plan(context.Background(), Options{ChartDirs: []string{dir}, Resolver: onlineResolver(t, reg.Host)})
+	if !errors.Is(err, resolver.ErrPlatforms) || res == nil || !res.Refused() {
+		t.Fatalf("err %v, result %+v", err, res)
+	}
+	for _, want := range []string{"values.yaml:5 (app.image.digest)", "refusing to pin " + narrow, "linux/arm64 (index has linux/amd64)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if r := res.Charts[0].Refused; len(r) != 1 || r[0].Line != 5 || r[0].Path != "app.image.digest" {
+		t.Errorf("refusals %+v", r)
+	}
+	if err := res.Apply(); err == nil {
+		t.Error("a refused plan was applied")
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "values.yaml")); string(got) != string(values) {
+		t.Errorf("values.yaml changed:\n%s", got)
+	}
+
+	// A wider index passes; --platforms then asks for one it lacks.
+	wide := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64", "linux/s390x")
+	if _, err := Plan(context.Background(), Options{ChartDirs: []string{dir}, Resolver: onlineResolver(t, reg.Host)}); err != nil {
+		t.Fatalf("wider index %s refused: %v", wide, err)
+	}
+	_, err = Plan(context.Background(), Options{ChartDirs: []string{dir}, Resolver: onlineResolver(t, reg.Host), Platforms: []string{"linux/ppc64le"}})
+	if !errors.Is(err, resolver.ErrPlatforms) || !strings.Contains(err.Error(), "linux/ppc64le") {
+		t.Errorf("--platforms linux/ppc64le: %v", err)
+	}
+	_, err = Plan(context.Background(), Options{ChartDirs: []string{dir}, Resolver: onlineResolver(t, reg.Host), Platforms: []string{"linux"}})
+	if failure.Code(err) != 2 {
+		t.Errorf("--platforms linux: %v, want an input error", err)
 	}
 }

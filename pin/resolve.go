@@ -2,7 +2,6 @@ package pin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,19 +14,29 @@ import (
 
 // resolve picks each pin's tag (versions: the highest in range, one tag
 // list per repository), resolves every unique ref once, copies digests to
-// followers without a request, and checks platforms of new digests.
-func resolve(ctx context.Context, charts []*chart, r resolver.Interface, log *slog.Logger) error {
+// followers without a request, and checks the platforms of every digest
+// about to be written. A pin that fails any step is refused (with its
+// reason) and the others go on, so the plan shows every refusal at once.
+func resolve(ctx context.Context, charts []*chart, r resolver.Interface, platforms []string, log *slog.Logger) {
 	var active []*state
 	for _, c := range charts {
 		for _, s := range c.pins {
-			if s.Problem == "" {
+			if s.Problem == "" && s.held == "" {
 				active = append(active, s)
 			}
 		}
 	}
-	var errs []error
+	pickTags(ctx, active, r, log)
+	resolveRefs(ctx, active, r)
+	for _, c := range charts {
+		c.follow()
+	}
+	checkPlatforms(ctx, active, r, platforms)
+}
 
-	// versions: list tags once per repository.
+// pickTags sets each pin's tag: the float, or the highest tag in its
+// versions range (one tag listing per repository).
+func pickTags(ctx context.Context, active []*state, r resolver.Interface, log *slog.Logger) {
 	var repos []string
 	for _, s := range active {
 		if s.Versions != "" && s.Follows == "" {
@@ -42,12 +51,12 @@ func resolve(ctx context.Context, charts []*chart, r resolver.Interface, log *sl
 		s.useTag = s.Tag
 		if s.Versions != "" {
 			if err := tagErrs[s.Repository]; err != nil {
-				errs = append(errs, fmt.Errorf("%s: image %s: listing tags for versions %q: %w", s.Where(), s.Repository, s.Versions, err))
+				s.refuse(s.Repository, fmt.Errorf("listing tags for versions %q: %w", s.Versions, err))
 				continue
 			}
 			t, err := highest(tags[s.Repository], s.Versions)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: image %s: %w", s.Where(), s.Repository, err))
+				s.refuse(s.Repository, err)
 				continue
 			}
 			log.Debug("versions range picked a tag", "pin", s.Path, "range", s.Versions, "tag", t, "float", s.Tag)
@@ -55,96 +64,102 @@ func resolve(ctx context.Context, charts []*chart, r resolver.Interface, log *sl
 		}
 		s.ref = s.Repository + ":" + s.useTag
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
+}
 
-	// one Resolve per unique ref (the resolver also deduplicates).
+// resolveRefs resolves every unique ref once (the resolver also deduplicates).
+func resolveRefs(ctx context.Context, active []*state, r resolver.Interface) {
 	var refs []string
 	for _, s := range active {
-		if s.Follows == "" {
+		if s.Follows == "" && s.refused == nil {
 			refs = append(refs, s.ref)
 		}
 	}
 	images, resErrs := parallel(uniq(refs), func(ref string) (resolver.Image, error) { return r.Resolve(ctx, ref) })
 	for _, s := range active {
-		if s.Follows != "" {
+		if s.Follows != "" || s.refused != nil {
 			continue
 		}
 		if err := resErrs[s.ref]; err != nil {
-			errs = append(errs, fmt.Errorf("%s: image %s: %w", s.Where(), s.ref, err))
+			s.refuse(s.ref, err)
 			continue
 		}
 		s.img = images[s.ref]
 		s.newDigest = s.img.Digest
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
+}
 
-	// Every digest about to be written is read and checked first: one GET
-	// per new digest (resolver.Interface.Manifest), never for a pin that
-	// stays (a re-run costs HEADs only; a digest was checked when it was
-	// written). The HEAD's digest and media type are only the registry's
-	// word; the verified manifest decides whether it is an index and which
-	// platforms it has.
-	var keys []string
-	byKey := map[string]bool{}
-	for _, s := range active {
-		if s.Follows != "" || s.newDigest == s.Digest {
+// follow gives followers the digest of the pin they follow, with no request.
+func (c *chart) follow() {
+	for _, s := range c.pins {
+		if s.Follows == "" || s.Problem != "" || s.held != "" {
 			continue
 		}
-		if k := resolver.DigestRef(s.img.Ref, s.newDigest); !byKey[k] {
-			byKey[k] = true
-			keys = append(keys, k)
+		t, err := c.followTarget(s)
+		if err != nil {
+			s.refuse(s.At, err)
+			continue
+		}
+		s.img, s.newDigest, s.ref, s.useTag = t.img, t.newDigest, t.ref, t.useTag
+	}
+}
+
+// checkPlatforms reads and checks every digest about to be written and the
+// pin it replaces (resolver.Interface.Manifest: one GET per digest, never
+// for a pin that stays, so a re-run costs HEADs only; the HEAD's word is
+// not trusted), and refuses a new digest unless it is a multi-arch index
+// covering every platform of the pin it replaces, the configured ones and
+// those of --platforms: a pin never loses a platform, online or offline.
+func checkPlatforms(ctx context.Context, active []*state, r resolver.Interface, platforms []string) {
+	var moving []*state
+	var keys []string
+	for _, s := range active {
+		if s.Follows != "" || s.refused != nil || s.newDigest == s.Digest {
+			continue
+		}
+		moving = append(moving, s)
+		keys = append(keys, resolver.DigestRef(s.img.Ref, s.newDigest))
+		if s.Digest != "" {
+			// The current pin lives in the same repository as its float.
+			keys = append(keys, resolver.DigestRef(s.img.Ref, s.Digest))
 		}
 	}
-	manifests, manErrs := parallel(keys, func(k string) (resolver.Manifest, error) { return r.Manifest(ctx, k) })
-	for _, s := range active {
-		if s.Follows != "" || s.newDigest == s.Digest {
-			continue
-		}
+	manifests, errs := parallel(uniq(keys), func(k string) (resolver.Manifest, error) { return r.Manifest(ctx, k) })
+	for _, s := range moving {
 		k := resolver.DigestRef(s.img.Ref, s.newDigest)
-		if err := manErrs[k]; err != nil {
-			errs = append(errs, fmt.Errorf("%s: image %s: refusing to pin %s: %w", s.Where(), s.ref, s.newDigest, err))
+		if err := errs[k]; err != nil {
+			s.refuse(s.ref, fmt.Errorf("refusing to pin %s: %w", s.newDigest, err))
 			continue
 		}
 		m := manifests[k]
 		s.img.MediaType, s.img.Platforms = m.MediaType, m.Platforms
-		if len(s.Platforms) > 0 {
-			if err := m.Require(s.ref, s.Platforms); err != nil {
-				errs = append(errs, fmt.Errorf("%s: image %s: refusing to pin %s: %w", s.Where(), s.ref, s.newDigest, err))
+		want := append(append([]string(nil), s.Platforms...), platforms...)
+		if s.Digest != "" {
+			old, err := manifests[resolver.DigestRef(s.img.Ref, s.Digest)], errs[resolver.DigestRef(s.img.Ref, s.Digest)]
+			if err == nil && old.MediaType == "" && len(old.Platforms) == 0 {
+				err = fmt.Errorf("%w: the --digests file records no platforms of it; write the file with --write-digests online", resolver.ErrNotInLock)
+			}
+			if err != nil {
+				s.refuse(s.ref, fmt.Errorf("refusing to pin %s: reading the platforms of the pin it replaces (%s), which it must keep: %w", s.newDigest, s.Digest, err))
+				continue
+			}
+			want = append(want, old.Platforms...)
+		}
+		if len(want) > 0 {
+			if err := m.Require(s.ref, uniq(want)); err != nil {
+				s.refuse(s.ref, fmt.Errorf("refusing to pin %s: %w", s.newDigest, err))
 			}
 			continue
 		}
-		// Without platforms:, a single-arch digest is refused all the same,
-		// never pinned silently (see docs/design.md#index-digests-only). An
-		// offline lock records no media type, so "" is unknown and not refused.
+		// Nothing to keep and nothing required: a single-arch digest is
+		// refused all the same, never pinned silently (see
+		// docs/design.md#index-digests-only). An offline lock entry that
+		// records no media type is unknown here, and not refused.
 		if m.MediaType != "" && !m.IsIndex() {
-			errs = append(errs, fmt.Errorf("%s: image %s: refusing to pin %s: it is a single-arch manifest (%s), not a multi-arch index: %w; "+
+			s.refuse(s.ref, fmt.Errorf("refusing to pin %s: it is a single-arch manifest (%s), not a multi-arch index: %w; "+
 				"push a multi-arch index for the tag (chartpin pins indexes only), or move %s to a tag that names one",
-				s.Where(), s.ref, s.newDigest, m.MediaType, resolver.ErrPlatforms, s.At))
+				s.newDigest, m.MediaType, resolver.ErrPlatforms, s.At))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-
-	// follows: same digest as the followed pin, no request.
-	for _, c := range charts {
-		for _, s := range c.pins {
-			if s.Follows == "" || s.Problem != "" {
-				continue
-			}
-			t, err := c.followTarget(s)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: image %s: %w", s.Where(), s.At, err))
-				continue
-			}
-			s.img, s.newDigest, s.ref, s.useTag = t.img, t.newDigest, t.ref, t.useTag
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // followTarget finds the pin s takes its digest from, by config.FollowRoot

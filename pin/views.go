@@ -25,6 +25,10 @@ func (r *Result) Text() string {
 			if p.Follows != "" {
 				from = " (follows " + p.Follows + ")"
 			}
+			if p.Held != "" {
+				fmt.Fprintf(&b, "  HELD    %s:%d %s %s %s: %s%s\n", rel(p.File), p.Line, p.Path, p.Image, short(p.OldDigest), p.Held, from)
+				continue
+			}
 			fmt.Fprintf(&b, "  %s %s:%d %s %s %s -> %s%s\n", state, rel(p.File), p.Line, p.Path, p.Image, short(p.OldDigest), short(p.NewDigest), from)
 		}
 		for _, cp := range c.Copies {
@@ -37,18 +41,51 @@ func (r *Result) Text() string {
 		for _, s := range c.Skipped {
 			fmt.Fprintf(&b, "  SKIPPED %s:%d %s: %s\n", rel(s.File), s.Line, s.Path, s.Problem)
 		}
+		for _, f := range c.Refused {
+			fmt.Fprintf(&b, "  REFUSED %s:%d %s: %s\n", rel(f.File), f.Line, f.Path, f.Reason)
+		}
 		if v := versionChange(c, func(a, b string) string { return a + " -> " + b }); v != "" {
 			fmt.Fprintf(&b, "  %s\n", v)
 		}
 	}
+	if n := r.refused(); n > 0 {
+		fmt.Fprintf(&b, "nothing written: %d %s refused (REFUSED above)\n", n, plural(n, "move is", "moves are"))
+		return b.String()
+	}
+	if r.DryRun && r.Changed() {
+		b.WriteString("dry run: nothing written\n")
+	}
 	if !r.Changed() {
-		if n := r.skipped(); n > 0 {
+		switch n, h := r.skipped(), r.held(); {
+		case n > 0:
 			fmt.Fprintf(&b, "nothing written: every pinned image is current, but %d %s not pinned (SKIPPED above)\n", n, plural(n, "pin is", "pins are"))
-		} else {
+		case h > 0:
+			fmt.Fprintf(&b, "nothing to do: every pin is current or held (%d HELD above)\n", h)
+		default:
 			b.WriteString("nothing to do: every pin is current\n")
 		}
 	}
 	return b.String()
+}
+
+func (r *Result) refused() int {
+	n := 0
+	for _, c := range r.Charts {
+		n += len(c.Refused)
+	}
+	return n
+}
+
+func (r *Result) held() int {
+	n := 0
+	for _, c := range r.Charts {
+		for _, p := range c.Pins {
+			if p.Held != "" {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // versionChange renders "version A -> B, appVersion C -> D", each pair
@@ -133,6 +170,26 @@ func (r *Result) Markdown() string {
 			}
 			b.WriteString("\n")
 		}
+		var held []Change
+		for _, p := range c.Pins {
+			if p.Held != "" {
+				held = append(held, p)
+			}
+		}
+		if len(held) > 0 {
+			b.WriteString("Held (not moved):\n\n")
+			for _, p := range held {
+				fmt.Fprintf(&b, "- %s (%s): %s\n", ghactions.Code(p.Path), ghactions.Text(fmt.Sprintf("%s:%d", relTo(c.Dir, p.File), p.Line)), ghactions.Text(p.Held))
+			}
+			b.WriteString("\n")
+		}
+		if len(c.Refused) > 0 {
+			b.WriteString("**Refused** (nothing is written until these are settled):\n\n")
+			for _, f := range c.Refused {
+				fmt.Fprintf(&b, "- %s (%s): %s\n", ghactions.Code(f.Path), ghactions.Text(fmt.Sprintf("%s:%d", relTo(c.Dir, f.File), f.Line)), ghactions.Text(f.Reason))
+			}
+			b.WriteString("\n")
+		}
 		if len(c.Skipped) > 0 {
 			b.WriteString("Not pinned (image unknown):\n\n")
 			for _, s := range c.Skipped {
@@ -185,11 +242,17 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 	if charts == nil {
 		charts = []ChartResult{}
 	}
+	refusals := []Refusal{}
+	for _, c := range charts {
+		refusals = append(refusals, c.Refused...)
+	}
 	return json.Marshal(struct {
-		Changed bool          `json:"changed"`
-		Files   []string      `json:"files"`
-		Charts  []ChartResult `json:"charts"`
-	}{r.Changed(), files, charts})
+		Changed  bool          `json:"changed"`
+		DryRun   bool          `json:"dry_run"`
+		Files    []string      `json:"files"`
+		Refusals []Refusal     `json:"refusals"`
+		Charts   []ChartResult `json:"charts"`
+	}{r.Changed(), r.DryRun, files, refusals, charts})
 }
 
 // Diff is a unified diff of every file of the run (git apply -p1 compatible

@@ -16,15 +16,20 @@ import (
 )
 
 // Lock is a digest lock file: fully qualified ref with tag → index digest
-// (and, optionally, its platforms so a platforms check can run offline).
+// (and, optionally, its media type and platforms so platform checks can run
+// offline). A ref by digest (repo@sha256:…) records the platforms of a pin
+// being replaced; a bare repository with tags: records the tag list a
+// versions range was chosen from.
 type Lock struct {
 	mu      sync.Mutex
 	entries map[string]LockEntry
+	tags    map[string][]string // repository → tags
 }
 
 // LockEntry is one ref's record.
 type LockEntry struct {
 	Digest    string   `yaml:"digest"`
+	MediaType string   `yaml:"mediaType,omitempty"`
 	Platforms []string `yaml:"platforms,omitempty"`
 	// Source is the ref the digest came from when a mirror served it.
 	Source string `yaml:"source,omitempty"`
@@ -33,7 +38,7 @@ type LockEntry struct {
 var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
 
 // NewLock returns an empty lock.
-func NewLock() *Lock { return &Lock{entries: map[string]LockEntry{}} }
+func NewLock() *Lock { return &Lock{entries: map[string]LockEntry{}, tags: map[string][]string{}} }
 
 // ReadLock parses a lock file. Errors name the file and line.
 func ReadLock(path string) (*Lock, error) {
@@ -60,6 +65,12 @@ func ParseLock(name string, data []byte) (*Lock, error) {
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
+		if v.Kind == yaml.MappingNode && isTagList(v) {
+			if err := l.parseTags(name, k, v); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		ref, err := Normalize(k.Value)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, k.Line, err)
@@ -70,8 +81,8 @@ func ParseLock(name string, data []byte) (*Lock, error) {
 			e.Digest = v.Value
 		case yaml.MappingNode:
 			for j := 0; j+1 < len(v.Content); j += 2 {
-				if key := v.Content[j]; key.Value != "digest" && key.Value != "platforms" && key.Value != "source" {
-					return nil, fmt.Errorf("%s:%d: %s: unknown key %q (want digest, platforms, source)", name, key.Line, k.Value, key.Value)
+				if key := v.Content[j]; key.Value != "digest" && key.Value != "mediaType" && key.Value != "platforms" && key.Value != "source" {
+					return nil, fmt.Errorf("%s:%d: %s: unknown key %q (want digest, mediaType, platforms, source)", name, key.Line, k.Value, key.Value)
 				}
 			}
 			if err := v.Decode(&e); err != nil {
@@ -83,12 +94,56 @@ func ParseLock(name string, data []byte) (*Lock, error) {
 		if !digestRE.MatchString(e.Digest) {
 			return nil, fmt.Errorf("%s:%d: %s: %q is not a sha256 digest", name, v.Line, k.Value, e.Digest)
 		}
+		if _, d, byDigest := strings.Cut(ref, "@"); byDigest && d != e.Digest {
+			return nil, fmt.Errorf("%s:%d: %s: digest %s differs from the one in the reference", name, v.Line, k.Value, e.Digest)
+		}
 		if _, dup := l.entries[ref]; dup {
 			return nil, fmt.Errorf("%s:%d: %s appears twice", name, k.Line, k.Value)
 		}
 		l.entries[ref] = e
 	}
 	return l, nil
+}
+
+// isTagList reports whether a lock entry is a repository's tag list.
+func isTagList(v *yaml.Node) bool {
+	for j := 0; j+1 < len(v.Content); j += 2 {
+		if v.Content[j].Value == "tags" {
+			return true
+		}
+	}
+	return false
+}
+
+// parseTags reads repository: {tags: [...]}.
+func (l *Lock) parseTags(name string, k, v *yaml.Node) error {
+	var e struct {
+		Tags []string `yaml:"tags"`
+	}
+	if len(v.Content) != 2 {
+		return fmt.Errorf("%s:%d: %s: a tag list holds tags: only", name, v.Line, k.Value)
+	}
+	if err := v.Decode(&e); err != nil {
+		return fmt.Errorf("%s:%d: %w", name, v.Line, err)
+	}
+	repo, err := normalizeRepository(k.Value)
+	if err != nil {
+		return fmt.Errorf("%s:%d: %s: tags: belong to a repository without tag or digest: %w", name, k.Line, k.Value, err)
+	}
+	if _, dup := l.tags[repo]; dup {
+		return fmt.Errorf("%s:%d: tags of %s appear twice", name, k.Line, k.Value)
+	}
+	l.tags[repo] = e.Tags
+	return nil
+}
+
+// normalizeRepository returns registry/repository fully qualified.
+func normalizeRepository(repo string) (string, error) {
+	n, err := Normalize(repo + ":latest")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(n, ":latest"), nil
 }
 
 // Get returns the entry for a ref (normalized first).
@@ -103,21 +158,35 @@ func (l *Lock) Get(ref string) (LockEntry, bool) {
 	return e, ok
 }
 
-// byDigest finds the entry of repository@digest: a ref of that repository
-// locked to that digest.
+// byDigest finds what the lock recorded of repository@digest: an entry by
+// that digest (the platforms of a replaced pin), else a ref of that
+// repository locked to that digest, preferring one that records platforms
+// or a media type.
 func (l *Lock) byDigest(digestRef string) (LockEntry, bool) {
 	repo, digest, _ := strings.Cut(digestRef, "@")
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if e, ok := l.entries[digestRef]; ok {
+		return e, true
+	}
 	keys := make([]string, 0, len(l.entries))
 	for k := range l.entries {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys) // the same answer every run
+	var found *LockEntry
 	for _, k := range keys {
 		if e := l.entries[k]; e.Digest == digest && trimTag(k) == repo {
-			return e, true
+			if len(e.Platforms) > 0 || e.MediaType != "" {
+				return e, true
+			}
+			if found == nil {
+				found = &e
+			}
 		}
+	}
+	if found != nil {
+		return *found, true
 	}
 	return LockEntry{}, false
 }
@@ -133,20 +202,30 @@ func (l *Lock) Set(ref string, e LockEntry) {
 func (l *Lock) Bytes() []byte {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	refs := make([]string, 0, len(l.entries))
+	refs := make([]string, 0, len(l.entries)+len(l.tags))
 	for r := range l.entries {
+		refs = append(refs, r)
+	}
+	for r := range l.tags {
 		refs = append(refs, r)
 	}
 	sort.Strings(refs)
 	var b bytes.Buffer
 	b.WriteString("# ref (fully qualified, with tag): index digest — written by chartpin\n")
 	for _, r := range refs {
-		e := l.entries[r]
-		if len(e.Platforms) == 0 && e.Source == "" {
+		e, ok := l.entries[r]
+		if !ok {
+			fmt.Fprintf(&b, "%s: {tags: [%s]}\n", r, strings.Join(l.tags[r], ", "))
+			continue
+		}
+		if len(e.Platforms) == 0 && e.Source == "" && e.MediaType == "" {
 			fmt.Fprintf(&b, "%s: %s\n", r, e.Digest)
 			continue
 		}
 		fmt.Fprintf(&b, "%s: {digest: %s", r, e.Digest)
+		if e.MediaType != "" {
+			fmt.Fprintf(&b, ", mediaType: %s", e.MediaType)
+		}
 		if len(e.Platforms) > 0 {
 			fmt.Fprintf(&b, ", platforms: [%s]", strings.Join(e.Platforms, ", "))
 		}
@@ -190,7 +269,7 @@ func (o offline) Resolve(_ context.Context, ref string) (Image, error) {
 	if e.Source != "" {
 		src = e.Source
 	}
-	return Image{Ref: norm, Source: src, Digest: e.Digest, Platforms: e.Platforms}, nil
+	return Image{Ref: norm, Source: src, Digest: e.Digest, MediaType: e.MediaType, Platforms: e.Platforms}, nil
 }
 
 // Manifest answers from the lock: what it recorded of the digest in that
@@ -206,23 +285,39 @@ func (o offline) Manifest(_ context.Context, ref string) (Manifest, error) {
 	}
 	m := Manifest{Ref: norm, Source: norm, Digest: digest}
 	if e, ok := o.lock.byDigest(norm); ok {
-		m.Platforms = e.Platforms
+		m.MediaType, m.Platforms = e.MediaType, e.Platforms
 	}
 	return m, nil
 }
 
-func (o offline) Platforms(_ context.Context, img Image) ([]string, error) {
+// Platforms answers from what the lock recorded of img's digest.
+func (o offline) Platforms(ctx context.Context, img Image) ([]string, error) {
 	if len(img.Platforms) > 0 {
 		return img.Platforms, nil
 	}
-	if e, ok := o.lock.Get(img.Ref); ok && e.Digest == img.Digest && len(e.Platforms) > 0 {
-		return e.Platforms, nil
+	m, err := o.Manifest(ctx, DigestRef(img.Ref, img.Digest))
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Platforms) > 0 || (m.MediaType != "" && !m.IsIndex()) {
+		return m.Platforms, nil
 	}
 	return nil, fmt.Errorf("%s: %w: the --digests entry has no platforms; record them as {digest: …, platforms: [...]} to check platforms offline", img.Ref, ErrNotInLock)
 }
 
+// Tags answers from a tag list recorded by --write-digests.
 func (o offline) Tags(_ context.Context, repository string) ([]string, error) {
-	return nil, fmt.Errorf("listing tags of %s: %w offline (--digests)", repository, ErrUnsupported)
+	repo, err := normalizeRepository(repository)
+	if err != nil {
+		return nil, err
+	}
+	o.lock.mu.Lock()
+	defer o.lock.mu.Unlock()
+	tags, ok := o.lock.tags[repo]
+	if !ok {
+		return nil, fmt.Errorf("listing tags of %s: %w offline: the --digests file records no tags of it; write it with --write-digests online", repository, ErrUnsupported)
+	}
+	return append([]string(nil), tags...), nil
 }
 
 // Recorder wraps an Interface and records every resolved ref into a Lock
@@ -269,26 +364,43 @@ func (r *Recorder) Platforms(ctx context.Context, img Image) ([]string, error) {
 	return p, err
 }
 
-// Manifest implements Interface and records the platforms read for every
-// entry of that repository and digest.
+// Manifest implements Interface and records the media type and platforms
+// read for every entry of that repository and digest, or, for a digest no
+// entry holds (the pin a new one replaces), under repository@digest, so
+// that an offline run can check the move too.
 func (r *Recorder) Manifest(ctx context.Context, ref string) (Manifest, error) {
 	m, err := r.inner.Manifest(ctx, ref)
-	if err != nil || len(m.Platforms) == 0 {
+	if err != nil {
 		return m, err
 	}
 	repo, _, _ := strings.Cut(m.Ref, "@")
 	r.lock.mu.Lock()
+	defer r.lock.mu.Unlock()
+	recorded := false
 	for k, e := range r.lock.entries {
 		if e.Digest == m.Digest && trimTag(k) == repo {
-			e.Platforms = m.Platforms
+			e.MediaType, e.Platforms = m.MediaType, m.Platforms
 			r.lock.entries[k] = e
+			recorded = true
 		}
 	}
-	r.lock.mu.Unlock()
-	return m, err
+	if !recorded {
+		r.lock.entries[m.Ref] = LockEntry{Digest: m.Digest, MediaType: m.MediaType, Platforms: m.Platforms}
+	}
+	return m, nil
 }
 
-// Tags implements Interface.
+// Tags implements Interface and records the list, so that an offline run
+// picks a versions range from the same tags.
 func (r *Recorder) Tags(ctx context.Context, repository string) ([]string, error) {
-	return r.inner.Tags(ctx, repository)
+	tags, err := r.inner.Tags(ctx, repository)
+	if err != nil {
+		return tags, err
+	}
+	if repo, nerr := normalizeRepository(repository); nerr == nil {
+		r.lock.mu.Lock()
+		r.lock.tags[repo] = append([]string(nil), tags...)
+		r.lock.mu.Unlock()
+	}
+	return tags, nil
 }

@@ -91,9 +91,9 @@ func TestLockRoundTrip(t *testing.T) {
 	}
 	data, _ := os.ReadFile(path)
 	for _, want := range []string{
-		origin.Host + "/app:1: {digest: " + multi + ", platforms: [linux/amd64, linux/arm64]}\n",
-		origin.Host + "/tool:2: " + single + "\n",
-		"docker.io/lib/x:3: {digest: " + mirrored + ", platforms: [linux/arm64], source: " + mirror.Host + "/lib/x:3}\n",
+		origin.Host + "/app:1: {digest: " + multi + ", mediaType: application/vnd.oci.image.index.v1+json, platforms: [linux/amd64, linux/arm64]}\n",
+		origin.Host + "/tool:2: {digest: " + single + ", mediaType: application/vnd.docker.distribution.manifest.v2+json}\n",
+		"docker.io/lib/x:3: {digest: " + mirrored + ", mediaType: application/vnd.oci.image.index.v1+json, platforms: [linux/arm64], source: " + mirror.Host + "/lib/x:3}\n",
 	} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("lock file lacks %q:\n%s", want, data)
@@ -109,12 +109,72 @@ func TestLockRoundTrip(t *testing.T) {
 	}
 	for i := range refs {
 		on, off := online[i], offline[i]
-		if on.Ref != off.Ref || on.Digest != off.Digest || on.Source != off.Source || strings.Join(on.Platforms, ",") != strings.Join(off.Platforms, ",") {
+		if on.Ref != off.Ref || on.Digest != off.Digest || on.Source != off.Source || on.MediaType != off.MediaType || strings.Join(on.Platforms, ",") != strings.Join(off.Platforms, ",") {
 			t.Errorf("online %+v\noffline %+v", on, off)
 		}
 	}
 	// Offline, a required-platforms check runs from the recorded platforms.
 	if _, err := resolver.ResolveEach(context.Background(), resolver.NewOffline(lock), refs[:1], []string{"linux/s390x"}); !errors.Is(err, resolver.ErrPlatforms) {
 		t.Errorf("offline platforms check: %v, want ErrPlatforms", err)
+	}
+}
+
+// A recorded run keeps what an offline run needs to check a move: the
+// platforms of a replaced pin (by digest) and the tags a range was
+// chosen from. A lock without them says how to get them.
+func TestLockRecordsReplacedPinsAndTags(t *testing.T) {
+	reg := registrytest.New(t)
+	old := reg.PushIndex(t, "app", "0.9", "linux/amd64", "linux/arm64")
+	cur := reg.PushIndex(t, "app", "1.0", "linux/amd64", "linux/arm64", "linux/s390x")
+	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rec := resolver.NewRecorder(r)
+	img, err := rec.Resolve(ctx, reg.Host+"/app:1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{img.Digest, old} {
+		if _, err := rec.Manifest(ctx, resolver.DigestRef(img.Ref, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rec.Tags(ctx, reg.Host+"/app"); err != nil {
+		t.Fatal(err)
+	}
+	data := string(rec.Lock().Bytes())
+	for _, want := range []string{
+		reg.Host + "/app:1.0: {digest: " + cur + ", mediaType: application/vnd.oci.image.index.v1+json, platforms: [linux/amd64, linux/arm64, linux/s390x]}\n",
+		reg.Host + "/app@" + old + ": {digest: " + old + ", mediaType: application/vnd.oci.image.index.v1+json, platforms: [linux/amd64, linux/arm64]}\n",
+		reg.Host + "/app: {tags: [0.9, 1.0]}\n",
+	} {
+		if !strings.Contains(data, want) {
+			t.Errorf("lock lacks %q:\n%s", want, data)
+		}
+	}
+	lock, err := resolver.ParseLock("digests.yaml", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := resolver.NewOffline(lock)
+	if p, err := off.Platforms(ctx, resolver.Image{Ref: img.Ref, Digest: old}); err != nil || strings.Join(p, ",") != "linux/amd64,linux/arm64" {
+		t.Errorf("offline platforms of the replaced pin: %v, %v", p, err)
+	}
+	if tags, err := off.Tags(ctx, reg.Host+"/app"); err != nil || strings.Join(tags, ",") != "0.9,1.0" {
+		t.Errorf("offline tags: %v, %v", tags, err)
+	}
+	if _, err := off.Tags(ctx, reg.Host+"/other"); !errors.Is(err, resolver.ErrUnsupported) || !strings.Contains(err.Error(), "--write-digests") {
+		t.Errorf("offline tags of an unrecorded repository: %v", err)
+	}
+	for body, want := range map[string]string{
+		"a/b@" + dA + ": {digest: " + dB + "}\n": "differs from the one in the reference",
+		"a/b:1: {tags: [1]}\n":                   "tags: belong to a repository without tag or digest",
+		"a/b: {tags: [1], digest: " + dA + "}\n": "a tag list holds tags: only",
+	} {
+		if _, err := resolver.ParseLock("digests.yaml", []byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", body, err, want)
+		}
 	}
 }

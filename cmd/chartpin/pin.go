@@ -21,8 +21,12 @@ func init() {
 			Usage:     "resolve every image a chart declares, write the pins into values.yaml, bump version+appVersion",
 			ArgsUsage: "[CHART_DIR...]",
 			Description: "With ./chartpin.yaml (or --config) exactly the configured images are pinned; without one,\n" +
-				"every pin key in each CHART_DIR's values.yaml is discovered. Nothing is written unless every\n" +
-				"image resolves and every policy holds; a second run changes nothing. Inside GitHub Actions it writes\n" +
+				"every pin key in each CHART_DIR's values.yaml is discovered, and keys that cannot be resolved by\n" +
+				"construction (no repository, no tag) are listed as SKIPPED. Nothing is written unless every image\n" +
+				"that would be pinned resolves and every policy holds (a refusal exits 1 and is listed in the plan,\n" +
+				"which --dry-run always prints); a held pin or a false when: stays and the others move. A new pin\n" +
+				"must be an index covering every platform of the pin it replaces. A second run changes nothing.\n" +
+				"Inside GitHub Actions it writes\n" +
 				"the outputs changed and version (one chart), the change table to the step summary, and a warning\n" +
 				"for every pin it cannot pin and every old-digest copy it leaves.",
 			Flags: append(pinFlags(),
@@ -49,17 +53,19 @@ func runPin(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts.Resolver = r
-	res, err := pin.Plan(ctx, opts)
-	if err != nil {
-		return err
+	opts.Resolver, opts.DryRun = r, c.Bool("dry-run")
+	res, refused := pin.Plan(ctx, opts)
+	if res == nil {
+		return refused
 	}
-	if err := r.Finish(); err != nil {
-		return err
-	}
-	if !c.Bool("dry-run") {
-		if err := res.Apply(); err != nil {
+	if refused == nil {
+		if err := r.Finish(); err != nil {
 			return err
+		}
+		if !opts.DryRun {
+			if err := res.Apply(); err != nil {
+				return err
+			}
 		}
 	}
 	gh := ghactions.FromEnv(os.Getenv)
@@ -88,7 +94,10 @@ func runPin(c *cli.Context) error {
 	}); err != nil {
 		return err
 	}
-	return gh.Emit(annotations, pinReport(gh, res, c.Bool("dry-run")))
+	if err := gh.Emit(annotations, pinReport(gh, res, c.Bool("dry-run"))); err != nil {
+		return err
+	}
+	return refused
 }
 
 // pinReport is what pin hands to GitHub Actions: outputs changed and (for
@@ -106,6 +115,10 @@ func pinReport(gh *ghactions.Runner, res *pin.Result, dry bool) ghactions.Report
 	}
 	rep.Summary = title + res.Markdown()
 	for _, ch := range res.Charts {
+		for _, f := range ch.Refused {
+			rep.Annotations = append(rep.Annotations, ghactions.Annotation{Level: ghactions.Error,
+				File: gh.RelPath(f.File), Line: f.Line, Title: "refused " + f.Path, Message: f.Reason})
+		}
 		for _, s := range ch.Skipped {
 			rep.Annotations = append(rep.Annotations, ghactions.Annotation{Level: ghactions.Warning,
 				File: gh.RelPath(s.File), Line: s.Line, Title: "not pinned " + s.Path, Message: s.Problem})
@@ -130,6 +143,7 @@ func pinFlags() []cli.Flag {
 		&cli.StringFlag{Name: "bump", Usage: "patch|minor|major|none (default: the config's, else patch)"},
 		&cli.StringFlag{Name: "version", Usage: "explicit new chart `VERSION` (still lockstep-checked)"},
 		&cli.StringFlag{Name: "app-version", Usage: "explicit new `APPVERSION` (still lockstep-checked)"},
+		&cli.StringSliceFlag{Name: "platforms", Usage: "every new pin must cover these `PLATFORMS` too (linux/amd64,linux/arm64)"},
 	)
 }
 
@@ -171,6 +185,7 @@ func pinOptions(c *cli.Context) (pin.Options, error) {
 		Bump:          c.String("bump"),
 		Version:       c.String("version"),
 		AppVersion:    c.String("app-version"),
+		Platforms:     c.StringSlice("platforms"),
 		Logger:        logger(c),
 	}, nil
 }

@@ -47,7 +47,7 @@ func TestPinCommand(t *testing.T) {
 	if after, _ := os.ReadFile(values); string(after) != string(before) {
 		t.Errorf("--dry-run wrote values.yaml:\n%s", after)
 	}
-	if l, err := os.ReadFile(lock); err != nil || !strings.Contains(string(l), reg.Host+"/team/app:1.0: {digest: "+want+", platforms: [linux/amd64, linux/arm64]}") {
+	if l, err := os.ReadFile(lock); err != nil || !strings.Contains(string(l), reg.Host+"/team/app:1.0: {digest: "+want+", mediaType: application/vnd.oci.image.index.v1+json, platforms: [linux/amd64, linux/arm64]}") {
 		t.Errorf("--write-digests: %s %v", l, err)
 	}
 
@@ -299,6 +299,9 @@ func TestPinBadInput(t *testing.T) {
 	block := func(host, tag, digest string) string {
 		return "app:\n  image:\n    repository: " + host + "/team/app\n    tag: \"" + tag + "\"\n    digest: " + digest + "\n"
 	}
+	// d1 moves to d2, both recorded with their platforms.
+	const movedLock = "example.org/team/app:1.0: {digest: " + d2 + ", platforms: [linux/amd64]}\n" +
+		"example.org/team/app@" + d1 + ": {digest: " + d1 + ", platforms: [linux/amd64]}\n"
 	cases := []struct {
 		name  string
 		files map[string]string // "other/..." is a second chart, pinnable on its own
@@ -349,20 +352,20 @@ func TestPinBadInput(t *testing.T) {
 		{name: "configured path missing from values",
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`),
 				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.sidecar\n"},
-			want: []string{"image app.sidecar (chartpin.yaml line 4):", "no key \"sidecar\" under app"}, code: 2},
+			want: []string{"chartpin.yaml:4: image app.sidecar:", "no key \"sidecar\" under app"}, code: 2},
 		{name: "stale variant pin beside a moving digest",
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": "app:\n  image:\n    repository: example.org/team/app\n    tag: \"1.0\"\n" +
 				"    digest: " + d1 + "\n    digestChroot: " + d1 + "\n"},
-			lock: "example.org/team/app:1.0: " + d2 + "\n",
-			want: []string{"values.yaml:6 (app.image.digestChroot): image app.image moves but this pin cannot follow it", "configure it in chartpin.yaml"}, code: 1},
+			lock: movedLock,
+			want: []string{"values.yaml:6 (app.image.digestChroot): image app.image: its block moves but this pin cannot follow it", "configure it in chartpin.yaml"}, code: 1},
 		{name: "copy of the old digest without --rewrite-copies",
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", d1), "templates/NOTES.txt": "# pinned " + d1 + "\n"},
-			lock:  "example.org/team/app:1.0: " + d2 + "\n",
+			lock:  movedLock,
 			want:  []string{"templates/NOTES.txt:1: " + d1 + " (old digest of app.image.digest)", "rerun with --rewrite-copies"}, code: 1},
 		{name: "a pinnable chart beside a failing one: neither is written",
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", d1), "templates/NOTES.txt": "# pinned " + d1 + "\n",
 				"other/Chart.yaml": goodChart, "other/values.yaml": block("example.org", "1.0", d1)},
-			lock: "example.org/team/app:1.0: " + d2 + "\n",
+			lock: movedLock,
 			want: []string{"templates/NOTES.txt:1: " + d1}, code: 1},
 	}
 	for _, tc := range cases {

@@ -122,7 +122,7 @@ func TestResolveWriteThenReadDigests(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	data, err := os.ReadFile(lock)
-	if err != nil || !strings.Contains(string(data), ref+": {digest: "+multi+", platforms: [linux/amd64, linux/arm64]}") {
+	if err != nil || !strings.Contains(string(data), ref+": {digest: "+multi+", mediaType: application/vnd.oci.image.index.v1+json, platforms: [linux/amd64, linux/arm64]}") {
 		t.Fatalf("lock file %q, %v", data, err)
 	}
 	reg.Server.Close() // offline means offline
