@@ -1,8 +1,10 @@
 package charts_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"github.com/chartpin/chartpin/internal/golden"
 	"github.com/chartpin/chartpin/internal/kubetest"
 )
 
@@ -166,4 +169,34 @@ func TestRBACOnRealAPIServer(t *testing.T) {
 	forbidden("auto-upgrade", "delete the node-agents Namespace", err)
 	_, err = up.AppsV1().Deployments("kube-system").List(ctx, metav1.ListOptions{})
 	forbidden("auto-upgrade", "list Deployments in another namespace", err)
+}
+
+// The real-API-server tests of the reconcile (package reconcile and the CLI)
+// apply this chart as rendered for a dev edge with a private registry; the
+// file must follow the chart. go test ./charts/ -run TestAPIServerManifest -update rewrites it.
+func TestAPIServerManifest(t *testing.T) {
+	const path = "../reconcile/testdata/example-chart-dev.yaml"
+	vals := parseValues(t, "env: dev", "registryAuth: {secret: chartpin-registry}", "imagePullSecrets: [regcred]")
+	manifest, _, err := installDryRun(loadExample(t), releaseNs, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []byte(`# The example chart (charts/example with charts/chartpin-lib) rendered by the Helm SDK as
+# 'helm install rel charts/example -n prod-ns --set env=dev --set registryAuth.secret=chartpin-registry
+# --set imagePullSecrets={regcred} --dry-run=client'. The real-API-server tests apply it whole and run the
+# reconcile as the ServiceAccount it binds. Rewritten by: go test ./charts/ -run TestAPIServerManifest -update
+` + manifest)
+	if *golden.Update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is stale: the chart renders differently now; run go test ./charts/ -run TestAPIServerManifest -update", path)
+	}
 }

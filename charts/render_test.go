@@ -20,8 +20,15 @@ import (
 // targetsFile is the reconcile targets file format (notes/targets-format.md),
 // decoded strictly: an unknown key fails the test.
 type targetsFile struct {
-	Mirror  string   `json:"mirror"`
-	Targets []target `json:"targets"`
+	Mirror      string       `json:"mirror"`
+	PullSecrets []pullSecret `json:"pullSecrets"`
+	Targets     []target     `json:"targets"`
+}
+
+type pullSecret struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Optional  bool   `json:"optional"`
 }
 
 type target struct {
@@ -203,12 +210,12 @@ func TestMatrix(t *testing.T) {
 				var cj batchv1.CronJob
 				o, _ := find(r.objs, "CronJob", releaseNs, "rel-example-reconcile")
 				o.into(t, &cj)
-				want := []string{"reconcile", "--targets=/etc/chartpin/targets.yaml", "--rollout-timeout=10m", "--max-attempts=3", "--max-skips=4", "--deadline=4860s"}
+				want := []string{"reconcile", "--targets=/etc/chartpin/targets.yaml", "--rollout-timeout=10m", "--max-attempts=3", "--max-skips=4", "--deadline=5460s", "--jitter=600s"}
 				if got := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args; !slices.Equal(got, want) {
 					t.Errorf("reconcile args %v, want %v", got, want)
 				}
-				if got := *cj.Spec.JobTemplate.Spec.ActiveDeadlineSeconds; got != 4980 {
-					t.Errorf("activeDeadlineSeconds %d, want 4 x 600 x 2 + 60 + 120 = 4980", got)
+				if got := *cj.Spec.JobTemplate.Spec.ActiveDeadlineSeconds; got != 5580 {
+					t.Errorf("activeDeadlineSeconds %d, want 4 x 600 x 2 + 60 + 600 (spread window) + 120 = 5580", got)
 				}
 				if cj.Spec.Schedule != "*/15 * * * *" {
 					t.Errorf("schedule %q", cj.Spec.Schedule)
@@ -488,6 +495,60 @@ images:
 					if strings.Contains(o.Name, "-upgrade") {
 						t.Errorf("auto-upgrade is off, yet %s renders", o.key())
 					}
+				}
+			},
+		},
+		{
+			name:      "private registry: pull secrets and a credentials Secret",
+			values:    []string{"imagePullSecrets: [regcred, {name: mirror-cred}]", "registryAuth: {secret: chartpin-registry}", "reconcile: {spread: {window: 7m, key: edge-42}}"},
+			reconcile: true,
+			targets:   []string{"jobs-manager-api", "jobs-manager-pods-monitor", "requests-proxy-proxy", "resource-monitor-resource-monitor"},
+			check: func(t *testing.T, r rendered) {
+				// Every pod the chart renders pulls with the pull secrets.
+				for _, o := range r.objs {
+					spec := podSpec(t, o)
+					if spec == nil {
+						continue
+					}
+					if got := fmt.Sprint(spec.ImagePullSecrets); got != "[{regcred} {mirror-cred}]" {
+						t.Errorf("%s imagePullSecrets %s, want regcred then mirror-cred", o.key(), got)
+					}
+				}
+				// The reconcile reads the workloads' pull secrets in each target
+				// namespace (optional, as for the kubelet), then the chart's.
+				want := "[{prod-ns regcred true} {prod-ns mirror-cred true} {node-agents regcred true} {node-agents mirror-cred true} {prod-ns chartpin-registry false}]"
+				if got := fmt.Sprint(r.targets.PullSecrets); got != want {
+					t.Errorf("targets pullSecrets %s, want %s", got, want)
+				}
+				var cj batchv1.CronJob
+				o, _ := find(r.objs, "CronJob", releaseNs, "rel-example-reconcile")
+				o.into(t, &cj)
+				args := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
+				// 4 targets x 600s x 2 + 60s + 420s spread.
+				for _, a := range []string{"--jitter=420s", "--jitter-key=edge-42", "--deadline=5280s"} {
+					if !slices.Contains(args, a) {
+						t.Errorf("reconcile args %v lack %s", args, a)
+					}
+				}
+				// The upgrade job gets the Secret as its Docker config, read-only.
+				o, _ = find(r.objs, "CronJob", releaseNs, "rel-example-upgrade")
+				o.into(t, &cj)
+				pod := cj.Spec.JobTemplate.Spec.Template.Spec
+				c := pod.Containers[0]
+				env := map[string]string{}
+				for _, e := range c.Env {
+					env[e.Name] = e.Value
+				}
+				mounted := false
+				for _, v := range pod.Volumes {
+					if v.Secret != nil && v.Secret.SecretName == "chartpin-registry" && len(v.Secret.Items) == 1 && v.Secret.Items[0].Path == "config.json" {
+						for _, m := range c.VolumeMounts {
+							mounted = mounted || (m.Name == v.Name && m.MountPath == env["DOCKER_CONFIG"] && m.ReadOnly)
+						}
+					}
+				}
+				if !mounted {
+					t.Errorf("upgrade job: chartpin-registry is not mounted read-only at DOCKER_CONFIG %q", env["DOCKER_CONFIG"])
 				}
 			},
 		},
@@ -815,6 +876,16 @@ func checkReconcileObjects(t *testing.T, r rendered) {
 			sort.Strings(wantNames[tg.Namespace][res])
 		}
 	}
+	// Exactly the pull secrets the targets file names, per namespace.
+	for _, s := range r.targets.PullSecrets {
+		if wantNames[s.Namespace] == nil {
+			wantNames[s.Namespace] = map[string][]string{}
+		}
+		if !slices.Contains(wantNames[s.Namespace]["secrets"], s.Name) {
+			wantNames[s.Namespace]["secrets"] = append(wantNames[s.Namespace]["secrets"], s.Name)
+			sort.Strings(wantNames[s.Namespace]["secrets"])
+		}
+	}
 	roleNames := map[string]bool{}
 	rolesByNs := map[string]int{}
 	for _, o := range r.objs {
@@ -839,8 +910,12 @@ func checkReconcileObjects(t *testing.T, r rendered) {
 		for _, rule := range role.Rules {
 			write := slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" })
 			if len(rule.ResourceNames) > 0 {
-				if !slices.Equal(rule.Verbs, []string{"get", "patch"}) {
-					t.Errorf("Role %s: scoped rule verbs %v, want get, patch", o.key(), rule.Verbs)
+				want := []string{"get", "patch"}
+				if slices.Equal(rule.Resources, []string{"secrets"}) {
+					want = []string{"get"}
+				}
+				if !slices.Equal(rule.Verbs, want) {
+					t.Errorf("Role %s: scoped rule verbs %v on %v, want %v", o.key(), rule.Verbs, rule.Resources, want)
 				}
 				continue
 			}
@@ -851,15 +926,30 @@ func checkReconcileObjects(t *testing.T, r rendered) {
 				t.Errorf("Role %s: pods verbs %v, want list", o.key(), rule.Verbs)
 			}
 		}
-		// What chartpin reconcile calls in this namespace.
-		need := [][3]string{{"", "pods", "list"}, {"", "events", "create"}}
+		// Exactly what chartpin reconcile calls in this namespace, nothing more:
+		// the workloads are only read by name (get), never listed or watched.
+		var need, got []string
 		for res := range want {
-			need = append(need, [3]string{"apps", res, "list"}, [3]string{"apps", res, "watch"})
-		}
-		for _, n := range need {
-			if !grants(role.Rules, n[0], n[1], n[2]) {
-				t.Errorf("Role %s does not grant %s on %s/%s", o.key(), n[2], n[0], n[1])
+			switch res {
+			case "secrets":
+				need = append(need, "/secrets get")
+			default:
+				need = append(need, "apps/"+res+" get", "apps/"+res+" patch", "/pods list", "/events create")
 			}
+		}
+		for _, rule := range role.Rules {
+			for _, g := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					for _, v := range rule.Verbs {
+						got = append(got, g+"/"+res+" "+v)
+					}
+				}
+			}
+		}
+		slices.Sort(need)
+		slices.Sort(got)
+		if need, got = slices.Compact(need), slices.Compact(got); !slices.Equal(got, need) {
+			t.Errorf("Role %s grants %v, want exactly %v", o.key(), got, need)
 		}
 		var rb rbacv1.RoleBinding
 		bo, ok := find(r.objs, "RoleBinding", o.Namespace, o.Name)
@@ -940,7 +1030,14 @@ func checkUpgradeObjects(t *testing.T, r rendered) {
 		for _, rule := range rec.Rules {
 			for _, res := range rule.Resources {
 				for _, verb := range rule.Verbs {
-					if !grants(up.Rules, rule.APIGroups[0], res, verb) {
+					ok := grants(up.Rules, rule.APIGroups[0], res, verb)
+					if len(rule.ResourceNames) > 0 {
+						ok = true
+						for _, n := range rule.ResourceNames {
+							ok = ok && grantsNamed(up.Rules, rule.APIGroups[0], res, verb, n)
+						}
+					}
+					if !ok {
 						t.Errorf("upgrade Role %s lacks %s %s/%s that %s grants: helm upgrade would be refused", uo.key(), verb, rule.APIGroups[0], res, ro.key())
 					}
 				}

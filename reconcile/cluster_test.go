@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,6 +45,17 @@ func TestRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Apply(t, manifest)
+	// The registry credentials the chart names (registryAuth.secret), and
+	// Secrets its Roles must not reach.
+	for _, s := range []*corev1.Secret{
+		dockerConfigSecret(ns, "chartpin-registry", map[string][2]string{"registry.example.com": {"edge", "unused"}}),
+		dockerConfigSecret(ns, "other-cred", map[string][2]string{"registry.example.com": {"other", "unused"}}),
+		dockerConfigSecret(agentsNs, "chartpin-registry", map[string][2]string{"registry.example.com": {"edge", "unused"}}),
+	} {
+		if _, err := admin.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Workloads the chart's Roles must not reach.
 	mustCreate(t, admin, deployment(ns, "rel-other", 1, containers("app", "docker.io/library/nginx:1.27")))
 	mustCreate(t, admin, deployment(agentsNs, "other-deploy", 1, containers("app", "docker.io/library/nginx:1.27")))
@@ -151,7 +165,45 @@ func testRBAC(t *testing.T, sa kubernetes.Interface) {
 			_, err := sa.AppsV1().Deployments(ns).Patch(ctx, "rel-jobs-manager", smp, []byte(`{"status":{"replicas":0}}`), po, "status")
 			return err
 		}},
+		{"get secret prod-ns/chartpin-registry (registryAuth.secret)", true, func() error {
+			_, err := sa.CoreV1().Secrets(ns).Get(ctx, "chartpin-registry", metav1.GetOptions{})
+			return err
+		}},
+		{"get secret prod-ns/regcred (imagePullSecrets; absent, so NotFound once allowed)", true, func() error {
+			_, err := sa.CoreV1().Secrets(ns).Get(ctx, "regcred", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		}},
 		{"list secrets prod-ns", false, func() error { _, err := sa.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); return err }},
+		{"get secret prod-ns/other-cred", false, func() error {
+			_, err := sa.CoreV1().Secrets(ns).Get(ctx, "other-cred", metav1.GetOptions{})
+			return err
+		}},
+		{"get secret node-agents/chartpin-registry (only prod-ns's is named)", false, func() error {
+			_, err := sa.CoreV1().Secrets(agentsNs).Get(ctx, "chartpin-registry", metav1.GetOptions{})
+			return err
+		}},
+		{"list deployments prod-ns (the tick reads workloads by name)", false, func() error {
+			_, err := sa.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"watch daemonsets node-agents", false, func() error {
+			w, err := sa.AppsV1().DaemonSets(agentsNs).Watch(ctx, metav1.ListOptions{})
+			if err == nil {
+				w.Stop()
+			}
+			return err
+		}},
+		{"get pods prod-ns/any (only list)", false, func() error {
+			_, err := sa.CoreV1().Pods(ns).Get(ctx, "any", metav1.GetOptions{})
+			return err
+		}},
+		{"patch event prod-ns/rbac-probe (only create)", false, func() error {
+			_, err := sa.CoreV1().Events(ns).Patch(ctx, "rbac-probe", smp, probe, po)
+			return err
+		}},
 		{"delete pods prod-ns", false, func() error {
 			return sa.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		}},
@@ -299,6 +351,46 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 		t.Logf("second tick: %s %s %s", d.Target, d.Action, d.Reason)
 	}
 
+	// Every verb the Roles grant is needed: without it, a tick that moves
+	// every workload fails. A scoped rule loses one name at a time.
+	t.Run("each verb is needed", func(t *testing.T) {
+		for _, n := range []string{ns, agentsNs} {
+			roleName := saName + "-" + n
+			role, err := admin.RbacV1().Roles(n).Get(ctx, roleName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, rule := range role.Rules {
+				for _, cut := range cuts(rule) {
+					reduced := role.DeepCopy()
+					reduced.Rules[i] = cut.rule
+					if len(cut.rule.Verbs) == 0 || (len(rule.ResourceNames) > 0 && len(cut.rule.ResourceNames) == 0) {
+						reduced.Rules = slices.Delete(slices.Clone(reduced.Rules), i, i+1)
+					}
+					setRole(t, admin, sa, reduced, cut.check)
+					for _, repo := range []string{"chartpin/jobs-manager", "chartpin/pods-monitor", "chartpin/resource-monitor"} {
+						reg.PushIndex(t, repo, "dev", "linux/amd64", "linux/arm64")
+					}
+					if err := ctl.WaitObserved(ctx); err != nil {
+						t.Fatal(err)
+					}
+					_, err := tick()
+					if !apierrors.IsForbidden(err) {
+						t.Errorf("Role %s without %s: tick error %v, want a failed tick naming the refusal", roleName, cut.name, err)
+					}
+					setRole(t, admin, sa, role, cut.check)
+					// Leave no workload counting attempts for the next cut.
+					if _, err := tick(); err != nil {
+						t.Fatalf("tick with the full Role again: %v", err)
+					}
+					if err := ctl.WaitObserved(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	})
+
 	// A new build whose rollout never completes: attempt counted, exit 1.
 	latest["chartpin/resource-monitor"] = reg.PushIndex(t, "chartpin/resource-monitor", "dev", "linux/amd64", "linux/arm64")
 	ctl.Stuck.Store(true)
@@ -437,4 +529,74 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 		}
 		report(b, calls, heads)
 	})
+}
+
+// cut is a Role rule with one verb, or one resource name, taken away; check
+// is an access review that is refused exactly when the cut is in force.
+type cut struct {
+	name  string
+	rule  rbacv1.PolicyRule
+	check authorizationv1.ResourceAttributes
+}
+
+func cuts(rule rbacv1.PolicyRule) []cut {
+	var out []cut
+	for _, v := range rule.Verbs {
+		r := *rule.DeepCopy()
+		r.Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(x string) bool { return x == v })
+		name := ""
+		if len(rule.ResourceNames) > 0 {
+			name = rule.ResourceNames[0]
+		}
+		out = append(out, cut{name: v + " on " + rule.Resources[0], rule: r,
+			check: authorizationv1.ResourceAttributes{Group: rule.APIGroups[0], Resource: rule.Resources[0], Verb: v, Name: name}})
+	}
+	if len(rule.ResourceNames) > 1 {
+		for _, n := range rule.ResourceNames {
+			r := *rule.DeepCopy()
+			r.ResourceNames = slices.DeleteFunc(slices.Clone(r.ResourceNames), func(x string) bool { return x == n })
+			out = append(out, cut{name: rule.Verbs[0] + " on " + rule.Resources[0] + "/" + n, rule: r,
+				check: authorizationv1.ResourceAttributes{Group: rule.APIGroups[0], Resource: rule.Resources[0], Verb: rule.Verbs[0], Name: n}})
+		}
+	}
+	return out
+}
+
+// setRole replaces a Role and waits until the authorizer has seen it (the
+// ServiceAccount's own access review for check flips accordingly).
+func setRole(t *testing.T, admin, sa kubernetes.Interface, role *rbacv1.Role, check authorizationv1.ResourceAttributes) {
+	t.Helper()
+	ctx := context.Background()
+	cur, err := admin.RbacV1().Roles(role.Namespace).Get(ctx, role.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := cur.DeepCopy()
+	next.Rules = role.Rules
+	if _, err := admin.RbacV1().Roles(role.Namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check.Namespace = role.Namespace
+	want := grantsAttrs(role.Rules, check)
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(20 * time.Millisecond) {
+		r, err := sa.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &check}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed == want {
+			return
+		}
+	}
+	t.Fatalf("the authorizer did not pick up Role %s/%s within 10s", role.Namespace, role.Name)
+}
+
+func grantsAttrs(rules []rbacv1.PolicyRule, a authorizationv1.ResourceAttributes) bool {
+	for _, r := range rules {
+		if slices.Contains(r.APIGroups, a.Group) && slices.Contains(r.Resources, a.Resource) && slices.Contains(r.Verbs, a.Verb) &&
+			(len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, a.Name)) {
+			return true
+		}
+	}
+	return false
 }

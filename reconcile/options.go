@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,9 @@ type options struct {
 	maxAttempts    int
 	now            func() time.Time
 	instance       string
+	pullSecrets    *PullSecrets
+	spread         time.Duration
+	sleep          func(context.Context, time.Duration) error
 }
 
 func makeOptions(opts ...Option) (options, error) {
@@ -32,6 +36,7 @@ func makeOptions(opts ...Option) (options, error) {
 		maxAttempts:    3,
 		now:            time.Now,
 		instance:       "chartpin-reconcile",
+		sleep:          sleep,
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -127,6 +132,40 @@ func WithInstance(name string) Option {
 		if name != "" {
 			o.instance = name
 		}
+		return nil
+	}
+}
+
+// WithPullSecrets fills kc, at the start of each tick, from the Secrets the
+// targets file names; kc must also be the resolver's keychain.
+func WithPullSecrets(kc *PullSecrets) Option {
+	return func(o *options) error { o.pullSecrets = kc; return nil }
+}
+
+// WithSpread waits d before the tick's first request (see SpreadDelay), so
+// that a fleet's ticks spread over the schedule period.
+func WithSpread(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("spread delay %s: want 0 or more", d)
+		}
+		o.spread = d
+		return nil
+	}
+}
+
+// withSleep replaces the spread wait (tests, the fleet simulation).
+func withSleep(fn func(context.Context, time.Duration) error) Option {
+	return func(o *options) error { o.sleep = fn; return nil }
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
 		return nil
 	}
 }

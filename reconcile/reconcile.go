@@ -108,6 +108,15 @@ type plan struct {
 // Tick runs one reconcile over f. Reads all happen before any write: a
 // resolve or read error returns with nothing changed.
 func (r *Reconciler) Tick(ctx context.Context, f *File) (*Result, error) {
+	if r.o.spread > 0 {
+		r.o.logger.Info("spread: waiting before the first request", "delay", r.o.spread.String())
+		if err := r.o.sleep(ctx, r.o.spread); err != nil {
+			return nil, fmt.Errorf("waiting %s (spread) before the tick: %w; nothing was changed: the spread window must fit in --deadline", r.o.spread, err)
+		}
+	}
+	if err := r.loadPullSecrets(ctx, f); err != nil {
+		return nil, err
+	}
 	images, err := r.resolve(ctx, f)
 	if err != nil {
 		return nil, err
@@ -159,9 +168,42 @@ func (r *Reconciler) resolve(ctx context.Context, f *File) (map[string]resolver.
 		if f.Mirror != "" {
 			where = "the mirror " + f.Mirror
 		}
-		return nil, fmt.Errorf("%s: resolving targets: %w; nothing was changed: check that %s serves these tags, then re-run", f.Path, err, where)
+		next := "check that " + where + " serves these tags, then re-run"
+		if errors.Is(err, resolver.ErrUnauthorized) {
+			next = "check the credentials in the pull secrets the chart names for " + where
+		}
+		err = fmt.Errorf("%s: resolving targets: %w; nothing was changed: %s", f.Path, err, next)
+		return nil, errors.Join(err, r.resolveEvents(ctx, f, images, err))
 	}
 	return images, nil
+}
+
+// resolveEvents records a Warning on each workload whose image did not
+// resolve, so that kubectl describe shows why it is not updated.
+func (r *Reconciler) resolveEvents(ctx context.Context, f *File, resolved map[string]resolver.Image, err error) error {
+	failed := map[string]bool{}
+	for _, t := range f.Targets {
+		if t.Follows == "" {
+			if _, ok := resolved[t.Image]; !ok {
+				failed[t.ID] = true
+			}
+		}
+	}
+	seen := map[workloadKey]bool{}
+	var errs []error
+	for _, t := range f.Targets {
+		lead := t.ID
+		if t.Follows != "" {
+			lead = t.Follows
+		}
+		if !failed[lead] || seen[t.key()] {
+			continue
+		}
+		seen[t.key()] = true
+		w := &workload{key: t.key()}
+		errs = append(errs, r.event(ctx, w, corev1.EventTypeWarning, "ResolveFailed", err.Error()))
+	}
+	return errors.Join(errs...)
 }
 
 // read gets every workload and its pods; any error fails the tick.

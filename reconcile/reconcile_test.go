@@ -12,7 +12,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
@@ -330,8 +332,12 @@ func TestMirrorLackingTheTagChangesNothing(t *testing.T) {
 	if err == nil || !errors.Is(err, resolver.ErrNotFound) || !strings.Contains(err.Error(), "the mirror "+e.reg.Host) {
 		t.Fatalf("err %v, want a not-found naming the mirror", err)
 	}
-	if failure.Code(err) != 1 || len(e.client.Actions()) != 0 {
-		t.Errorf("exit %d, API calls %v; want 1 and none", failure.Code(err), e.calls())
+	// Only the Warning that tells kubectl describe why jm is not updated.
+	if failure.Code(err) != 1 || fmt.Sprint(e.calls()) != "[create events ]" {
+		t.Errorf("exit %d, API calls %v; want 1 and one Event", failure.Code(err), e.calls())
+	}
+	if ev := e.events(); len(ev) != 1 || ev[0].Reason != "ResolveFailed" || !strings.Contains(ev[0].Message, "the mirror "+e.reg.Host) {
+		t.Errorf("events %+v, want one ResolveFailed naming the mirror", ev)
 	}
 }
 
@@ -369,8 +375,14 @@ func TestRegistryDownFailsWithNoPatch(t *testing.T) {
 	if !strings.Contains(err.Error(), "nothing was changed") {
 		t.Errorf("error does not say nothing changed: %v", err)
 	}
-	if n := len(fx.client.Actions()); n != 0 {
-		t.Errorf("%d API calls with the registry down, want 0: %v", n, fx.calls())
+	// One Warning per workload (requests-proxy follows the image that failed),
+	// and not a single read or write besides.
+	var reasons []string
+	for _, ev := range fx.events() {
+		reasons = append(reasons, ev.InvolvedObject.Name+":"+ev.Reason)
+	}
+	if got := fmt.Sprint(fx.calls()); got != "[create events  create events ]" || fmt.Sprint(reasons) != "[rel-jobs-manager:ResolveFailed rel-requests-proxy:ResolveFailed]" {
+		t.Errorf("API calls %s, events %v with the registry down; want one ResolveFailed per workload and nothing else", got, reasons)
 	}
 }
 
@@ -857,5 +869,66 @@ func TestPatchRewrittenByTheClusterReachesLockout(t *testing.T) {
 	}
 	if _, err := e.tick(f); err == nil || !strings.Contains(err.Error(), "locked out") || len(e.patches("app")) != 0 {
 		t.Fatalf("tick 4: err %v, patches %v; want a lockout and no patch", err, e.patches("app"))
+	}
+}
+
+// A read error while waiting for a rollout is a failed tick: the attempt stays
+// counted and a Warning is recorded, exactly as for a rollout that never
+// completes. Reporting it as success would clear the counter, and a workload
+// whose status cannot be read would never reach the lockout.
+func TestRolloutWaitReadErrorFailsTheTick(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmNew, fx.jm+"@"+fx.jmNew,
+		[]string{fx.jmOld}, []string{fx.pmNew}, []string{fx.jmNew})
+	gets := 0
+	fx.client.PrependReactor("get", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.GetAction).GetName() != "rel-jobs-manager" {
+			return false, nil, nil
+		}
+		gets++
+		if gets == 1 {
+			return false, nil, nil // the tick's read
+		}
+		return true, nil, errors.New("etcdserver: leader changed")
+	})
+	_, err := fx.tick(fx.file)
+	if err == nil || failure.Code(err) != 1 {
+		t.Fatalf("err %v, want exit 1", err)
+	}
+	for _, want := range []string{"waiting for the rollout of Deployment prod-ns/rel-jobs-manager", "leader changed", "attempt 1 of 3"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if gets != 2 {
+		t.Errorf("%d gets of rel-jobs-manager, want 2 (the read, one wait poll)", gets)
+	}
+	if got := fx.deployment(ns, "rel-jobs-manager").Annotations[AttemptsAnnotation]; got != "1" {
+		t.Errorf("attempt counter %q after a failed wait, want 1 (kept)", got)
+	}
+	ev := fx.events()
+	if len(ev) != 2 || ev[1].Reason != "ReimageRolloutFailed" || ev[1].Type != "Warning" || !strings.Contains(ev[1].Message, "leader changed") {
+		t.Errorf("events %+v, want Reimaged then ReimageRolloutFailed naming the read error", ev)
+	}
+}
+
+// An Event the API server refuses fails the tick, even when the patch and the
+// rollout succeeded: a Role without create on events must not go unnoticed.
+func TestEventRecordingFailureFailsTheTick(t *testing.T) {
+	fx := newFixture(t)
+	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmNew, fx.jm+"@"+fx.jmNew,
+		[]string{fx.jmOld}, []string{fx.pmNew}, []string{fx.jmNew})
+	fx.client.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "", errors.New("no rule"))
+	})
+	res, err := fx.tick(fx.file)
+	if err == nil || failure.Code(err) != 1 {
+		t.Fatalf("err %v, want exit 1", err)
+	}
+	if !strings.Contains(err.Error(), "recording event Reimaged on Deployment prod-ns/rel-jobs-manager") || !strings.Contains(err.Error(), "grants create on events") {
+		t.Errorf("error does not name the event and the missing rule: %v", err)
+	}
+	if !slices.Equal(res.Patched, []string{"Deployment prod-ns/rel-jobs-manager"}) {
+		t.Errorf("patched %v; the re-image itself went through", res.Patched)
 	}
 }

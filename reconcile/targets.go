@@ -26,8 +26,19 @@ type File struct {
 	Path string
 	// Mirror is the registry that serves the pulls on this edge ("" = none);
 	// images in Targets already carry it.
-	Mirror  string
-	Targets []Target
+	Mirror string
+	// PullSecrets are read, in order, for registry credentials.
+	PullSecrets []SecretRef
+	Targets     []Target
+}
+
+// SecretRef names a kubernetes.io/dockerconfigjson Secret.
+type SecretRef struct {
+	Namespace string `yaml:"namespace"`
+	Name      string `yaml:"name"`
+	// Optional: a workload's imagePullSecret, skipped when absent as the
+	// kubelet skips it. The chart's own Secret must exist.
+	Optional bool `yaml:"optional"`
 }
 
 // Target is one container of one workload that runs a floating tag.
@@ -52,8 +63,9 @@ func (t Target) Workload() string { return t.Kind + " " + t.Namespace + "/" + t.
 func (t Target) key() workloadKey { return workloadKey{t.Kind, t.Namespace, t.Name} }
 
 type fileYAML struct {
-	Mirror  string   `yaml:"mirror"`
-	Targets []Target `yaml:"targets"`
+	Mirror      string      `yaml:"mirror"`
+	PullSecrets []SecretRef `yaml:"pullSecrets"`
+	Targets     []Target    `yaml:"targets"`
 }
 
 // ReadTargets reads and validates a targets file.
@@ -79,7 +91,7 @@ func ParseTargets(path string, data []byte) (*File, error) {
 		return nil, failure.Input(fmt.Errorf("%s: %w", path, err))
 	}
 	lines := targetLines(&doc)
-	f := &File{Path: path, Mirror: strings.TrimSpace(raw.Mirror), Targets: raw.Targets}
+	f := &File{Path: path, Mirror: strings.TrimSpace(raw.Mirror), PullSecrets: raw.PullSecrets, Targets: raw.Targets}
 	for i := range f.Targets {
 		if i < len(lines) {
 			f.Targets[i].Line = lines[i]
@@ -149,6 +161,11 @@ func (f *File) validate() error {
 			bad(t, "image %q is already pinned by digest; the reconcile only follows floating tags, leave pinned images out of the file", t.Image)
 		case t.Image != "" && f.Mirror != "" && !strings.HasPrefix(t.Image, f.Mirror+"/"):
 			bad(t, "image %q does not carry the mirror %q; the chart must render the mirror into every image", t.Image, f.Mirror)
+		}
+	}
+	for _, s := range f.PullSecrets {
+		if s.Namespace == "" || s.Name == "" {
+			errs = append(errs, fmt.Errorf("%s: pullSecrets: namespace and name are both required (got %q/%q)", f.Path, s.Namespace, s.Name))
 		}
 	}
 	for i := range f.Targets {

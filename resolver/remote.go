@@ -173,7 +173,8 @@ func (r *Remote) authenticate(ctx context.Context, repo name.Repository) (http.R
 	if err != nil {
 		return nil, err
 	}
-	auth, err := authn.Resolve(ctx, r.o.keychain, reg)
+	// The repository, not the registry: a keychain may match by path, as the kubelet does.
+	auth, err := authn.Resolve(ctx, r.o.keychain, repo)
 	if err != nil {
 		return nil, fmt.Errorf("reading credentials for %s: %w", reg.RegistryStr(), err)
 	}

@@ -37,6 +37,8 @@ error, stuck rollout, skip streak or lockout. The tick's budget is --deadline (t
 				&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "deadline for each API request"},
 				&cli.IntFlag{Name: "max-skips", Value: 4, Usage: "fail once a workload was not settled on more than this many ticks in a row"},
 				&cli.IntFlag{Name: "max-attempts", Value: 3, Usage: "lock a workload out after this many re-images without a completed rollout"},
+				&cli.DurationFlag{Name: "jitter", Usage: "wait a fixed per-edge delay in [0, `WINDOW`) before the first request, so a fleet's ticks spread out"},
+				&cli.StringFlag{Name: "jitter-key", Usage: "derive the --jitter delay from `KEY` (default: the ServiceAccount's namespace/UID from its token)"},
 				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
 			),
 			Action: runReconcile,
@@ -58,9 +60,19 @@ func runReconcile(c *cli.Context) error {
 	if c.String("targets") == "" {
 		return usage("reconcile: --targets FILE is required (the chart mounts its ConfigMap at /etc/chartpin/targets.yaml)")
 	}
-	rollout, deadline := c.Duration("rollout-timeout"), c.Duration("deadline")
-	if deadline <= rollout {
-		return usage("--deadline %s must exceed --rollout-timeout %s (leave slack for resolving, reading and patching)", deadline, rollout)
+	rollout, deadline, jitter := c.Duration("rollout-timeout"), c.Duration("deadline"), c.Duration("jitter")
+	if deadline <= rollout+jitter {
+		return usage("--deadline %s must exceed --rollout-timeout %s plus --jitter %s (leave slack for resolving, reading and patching)", deadline, rollout, jitter)
+	}
+	var delay time.Duration
+	if jitter > 0 {
+		key := c.String("jitter-key")
+		if key == "" {
+			if key, err = reconcile.ServiceAccountKey(serviceAccountToken); err != nil {
+				return usage("--jitter: %w", err)
+			}
+		}
+		delay = reconcile.SpreadDelay(key, jitter)
 	}
 	f, err := reconcile.ReadTargets(c.String("targets"))
 	if err != nil {
@@ -76,11 +88,14 @@ func runReconcile(c *cli.Context) error {
 	if err != nil {
 		return usage("kubernetes client: %v", err)
 	}
-	res, err := newResolver(c)
+	pull := reconcile.NewPullSecrets()
+	res, err := newResolver(c, pull)
 	if err != nil {
 		return err
 	}
 	r, err := reconcile.New(client, res,
+		reconcile.WithPullSecrets(pull),
+		reconcile.WithSpread(delay),
 		reconcile.WithLogger(logger(c)),
 		reconcile.WithDryRun(c.Bool("dry-run")),
 		reconcile.WithRolloutTimeout(rollout),
@@ -125,6 +140,9 @@ func runReconcile(c *cli.Context) error {
 		"registryHEAD", st.HEAD, "registryGET", st.GET, "ok", tickErr == nil)
 	return tickErr
 }
+
+// serviceAccountToken is where Kubernetes mounts the pod's token.
+const serviceAccountToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 // kubeConfig is --kubeconfig (or KUBECONFIG, a path list), else the in-cluster config.
 func kubeConfig(path string) (*rest.Config, error) {

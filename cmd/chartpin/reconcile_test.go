@@ -64,6 +64,14 @@ func TestReconcileAgainstRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Apply(t, manifest)
+	// The chart names a credentials Secret (registryAuth.secret); the mirror needs none.
+	if _, err := admin.CoreV1().Secrets("prod-ns").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "chartpin-registry"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	cm, err := admin.CoreV1().ConfigMaps("prod-ns").Get(ctx, "rel-example-reconcile", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -64,8 +64,9 @@ func (s *resolverSession) Finish() error {
 	return s.recorder.Lock().WriteFile(s.lockPath)
 }
 
-// newResolver builds the run's resolver from the global and resolver flags.
-func newResolver(c *cli.Context) (*resolverSession, error) {
+// newResolver builds the run's resolver from the global and resolver flags;
+// first, when given, answers credentials before the environment's keychain.
+func newResolver(c *cli.Context, first ...authn.Keychain) (*resolverSession, error) {
 	s := &resolverSession{}
 	if path := c.String("digests"); path != "" {
 		lock, err := resolver.ReadLock(path)
@@ -81,6 +82,9 @@ func newResolver(c *cli.Context) (*resolverSession, error) {
 		kc, err := keychain()
 		if err != nil {
 			return nil, err
+		}
+		if len(first) > 0 {
+			kc = authn.NewMultiKeychain(append(first, kc)...)
 		}
 		opts := []resolver.Option{
 			resolver.WithMirrors(m),

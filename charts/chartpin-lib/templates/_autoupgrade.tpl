@@ -20,6 +20,8 @@ Use from a template of the adopting chart:  {{ include "chartpin.autoUpgrade" . 
 {{- fail (printf "chartpin: autoUpgrade.repo %q is not an https:// chart repository or an oci:// reference; set it, or set autoUpgrade.enabled=false" $repo) -}}
 {{- end -}}
 {{- $chart := toString ($au.chart | default $root.Chart.Name) -}}
+{{- $authSecret := toString (($root.Values.registryAuth | default dict).secret | default "") -}}
+{{- $pullNames := include "chartpin.lib.pullSecretNames" $root | fromYamlArray -}}
 {{- $timeout := include "chartpin.lib.seconds" (dict "value" $au.timeout "path" "autoUpgrade.timeout") | atoi -}}
 {{- /* A tick may roll back a wedged release, upgrade, and (atomic) roll the
 failed upgrade back, each bounded by the timeout, plus repository fetches:
@@ -76,6 +78,13 @@ rules:
   - apiGroups: ["apps"]
     resources: {{ index $kindsByNs $ns | toJson }}
     verbs: {{ $full | toJson }}
+  {{- end }}
+  {{- if and (ne $ns $root.Release.Namespace) $pullNames }}
+  # the workloads' pull secrets, which the reconcile Role here may read
+  - apiGroups: [""]
+    resources: ["secrets"]
+    resourceNames: {{ $pullNames | toJson }}
+    verbs: ["get"]
   {{- end }}
   # rollout waits, and everything the reconcile Role grants here (a Role
   # can only grant what its author holds)
@@ -175,6 +184,7 @@ spec:
           serviceAccountName: {{ $name }}
           automountServiceAccountToken: true
           restartPolicy: Never
+          {{- with include "chartpin.imagePullSecrets" $root }}{{ . | nindent 10 }}{{ end }}
           securityContext:
             {{- include "chartpin.lib.podSecurity" $root | nindent 12 }}
           containers:
@@ -195,6 +205,11 @@ spec:
                 - --timeout={{ $au.timeout }}
               env:
                 {{- include "chartpin.lib.toolEnv" $root | nindent 16 }}
+                {{- if $authSecret }}
+                # chart repository credentials: basic auth for an index, registry auth for OCI
+                - name: DOCKER_CONFIG
+                  value: /etc/chartpin/docker
+                {{- end }}
               securityContext:
                 {{- include "chartpin.lib.containerSecurity" $root | nindent 16 }}
               resources:
@@ -206,8 +221,21 @@ spec:
               volumeMounts:
                 - name: tmp
                   mountPath: /tmp
+                {{- if $authSecret }}
+                - name: registry-auth
+                  mountPath: /etc/chartpin/docker
+                  readOnly: true
+                {{- end }}
           volumes:
             - name: tmp
               emptyDir: {}
+            {{- if $authSecret }}
+            - name: registry-auth
+              secret:
+                secretName: {{ $authSecret | quote }}
+                items:
+                  - key: .dockerconfigjson
+                    path: config.json
+            {{- end }}
 {{- end -}}
 {{- end -}}

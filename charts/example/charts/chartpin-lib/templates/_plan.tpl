@@ -192,3 +192,64 @@ the /tmp emptyDir (the root filesystem is read-only).
 - name: XDG_DATA_HOME
   value: /tmp/.local/share
 {{- end -}}
+
+{{/*
+chartpin.imagePullSecrets: the pod spec's imagePullSecrets from the adopting
+chart's imagePullSecrets value (names, or {name: …} as Kubernetes writes
+them); nothing when the list is empty. Use in every workload's pod spec:
+  {{- with include "chartpin.imagePullSecrets" . }}{{ . | nindent 6 }}{{ end }}
+*/}}
+{{- define "chartpin.imagePullSecrets" -}}
+{{- $names := include "chartpin.lib.pullSecretNames" . | fromYamlArray -}}
+{{- if $names -}}
+imagePullSecrets:
+{{- range $names }}
+  - name: {{ . | quote }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+chartpin.lib.pullSecretNames: the imagePullSecrets value as a list of names.
+*/}}
+{{- define "chartpin.lib.pullSecretNames" -}}
+{{- $names := list -}}
+{{- range $s := .Values.imagePullSecrets | default list -}}
+{{- $n := $s -}}
+{{- if kindIs "map" $s -}}{{- $n = $s.name -}}{{- end -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" (toString $n)) -}}
+{{- fail (printf "chartpin: imagePullSecrets entry %v is not a Secret name; write a name, or {name: NAME}" $s) -}}
+{{- end -}}
+{{- $names = append $names (toString $n) -}}
+{{- end -}}
+{{- toYaml ($names | uniq) -}}
+{{- end -}}
+
+{{/*
+chartpin.lib.credentialSecrets: the Secrets the reconcile reads for registry
+credentials, in the order it consults them: the workloads' own
+imagePullSecrets in each target namespace (optional, as for the kubelet;
+unless registryAuth.workloadPullSecrets is false), then registryAuth.secret in
+the release namespace (required). Args: dict root, plan.
+*/}}
+{{- define "chartpin.lib.credentialSecrets" -}}
+{{- $root := .root -}}
+{{- $ra := $root.Values.registryAuth | default dict -}}
+{{- $out := list -}}
+{{- if ne (toString $ra.workloadPullSecrets) "false" -}}
+{{- $names := include "chartpin.lib.pullSecretNames" $root | fromYamlArray -}}
+{{- $seen := list -}}
+{{- range $t := .plan.targets -}}
+{{- if not (has $t.namespace $seen) -}}
+{{- $seen = append $seen $t.namespace -}}
+{{- range $n := $names -}}
+{{- $out = append $out (dict "namespace" $t.namespace "name" $n "optional" true) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with $ra.secret -}}
+{{- $out = append $out (dict "namespace" $root.Release.Namespace "name" (toString .) "optional" false) -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}

@@ -1,7 +1,8 @@
 {{/*
 chartpin.reconcile: the in-cluster digest-on-update path. Renders, in this
 order: ServiceAccount, ConfigMap (targets.yaml), one Role and RoleBinding per
-target namespace, CronJob. Renders nothing when reconcile.enabled is false or
+target namespace (and the release namespace when registryAuth.secret is set),
+CronJob. Renders nothing when reconcile.enabled is false or
 when every declared container is pinned or disabled (retired: nothing to do).
 Use from a template of the adopting chart:  {{ include "chartpin.reconcile" . }}
 */}}
@@ -24,10 +25,18 @@ Use from a template of the adopting chart:  {{ include "chartpin.reconcile" . }}
 {{- /* Each target may wait one full rollout; 100% slack plus a minute for
 registry lookups is the tick's own deadline, and the Job's deadline adds two
 more minutes for pod start and exit so the tick reports before it is killed
-(a deadline equal to the work leaves no slack). */ -}}
+(a deadline equal to the work leaves no slack). The spread wait comes first,
+so its window is added too. */ -}}
+{{- $spread := $rc.spread | default dict -}}
+{{- $window := 0 -}}
+{{- if and $spread.window (ne (toString $spread.window) "0") -}}
+{{- $window = include "chartpin.lib.seconds" (dict "value" $spread.window "path" "reconcile.spread.window") | atoi -}}
+{{- end -}}
 {{- $n := len $plan.targets -}}
-{{- $deadline := add (mul 2 $n $rollout) 60 -}}
+{{- $deadline := add (mul 2 $n $rollout) 60 $window -}}
 {{- $activeDeadline := add $deadline 120 -}}
+{{- $secrets := include "chartpin.lib.credentialSecrets" (dict "root" $root "plan" $plan) | fromYamlArray -}}
+{{- $_ := set $plan "pullSecrets" $secrets -}}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
@@ -47,6 +56,13 @@ data:
   targets.yaml: |
     {{- include "chartpin.lib.targetsFile" $plan | nindent 4 }}
 {{- $byNs := dict -}}
+{{- $secretsByNs := dict -}}
+{{- range $s := $secrets -}}
+{{- $names := list -}}
+{{- if hasKey $secretsByNs $s.namespace -}}{{- $names = index $secretsByNs $s.namespace -}}{{- end -}}
+{{- $_ := set $secretsByNs $s.namespace (append $names $s.name | uniq) -}}
+{{- if not (hasKey $byNs $s.namespace) -}}{{- $_ := set $byNs $s.namespace dict -}}{{- end -}}
+{{- end -}}
 {{- range $t := $plan.targets -}}
 {{- $kinds := dict -}}
 {{- if hasKey $byNs $t.namespace -}}{{- $kinds = index $byNs $t.namespace -}}{{- end -}}
@@ -73,19 +89,23 @@ rules:
     resourceNames: {{ $names | sortAlpha | toJson }}
     verbs: ["get", "patch"]
   {{- end }}
-  # rollout waits; RBAC ignores resourceNames for collection verbs, so these
-  # are namespace-wide and read-only
-  - apiGroups: ["apps"]
-    resources: {{ $list := list }}{{ range $kind, $_ := $kinds }}{{ $list = append $list (index $resources $kind) }}{{ end }}{{ $list | toJson }}
-    verbs: ["list", "watch"]
+  {{- with index $secretsByNs $ns }}
+  # registry credentials: exactly the pull secrets named in targets.yaml
+  - apiGroups: [""]
+    resources: ["secrets"]
+    resourceNames: {{ . | toJson }}
+    verbs: ["get"]
+  {{- end }}
+  {{- if $kinds }}
   # the imageID each workload's pods actually run
   - apiGroups: [""]
     resources: ["pods"]
     verbs: ["list"]
-  # an Event on each workload it re-images or locks out
+  # an Event on each workload it re-images, locks out or cannot resolve
   - apiGroups: [""]
     resources: ["events"]
     verbs: ["create"]
+  {{- end }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -120,7 +140,7 @@ spec:
   jobTemplate:
     spec:
       backoffLimit: 0
-      # {{ $n }} targets x rolloutTimeout {{ $rollout }}s x 2 + 60s = --deadline, + 120s
+      # {{ $n }} targets x rolloutTimeout {{ $rollout }}s x 2 + 60s + spread window {{ $window }}s = --deadline, + 120s
       activeDeadlineSeconds: {{ $activeDeadline }}
       template:
         metadata:
@@ -130,6 +150,7 @@ spec:
           serviceAccountName: {{ $name }}
           automountServiceAccountToken: true
           restartPolicy: Never
+          {{- with include "chartpin.imagePullSecrets" $root }}{{ . | nindent 10 }}{{ end }}
           securityContext:
             {{- include "chartpin.lib.podSecurity" $root | nindent 12 }}
           containers:
@@ -144,6 +165,12 @@ spec:
                 - --max-attempts={{ $maxAttempts }}
                 - --max-skips={{ $maxSkips }}
                 - --deadline={{ $deadline }}s
+                {{- if $window }}
+                - --jitter={{ $window }}s
+                {{- with $spread.key }}
+                - --jitter-key={{ . }}
+                {{- end }}
+                {{- end }}
               env:
                 {{- include "chartpin.lib.toolEnv" $root | nindent 16 }}
               securityContext:
@@ -177,6 +204,13 @@ chartpin.lib.targetsFile: the reconcile targets file (`chartpin reconcile
 # rendered by chartpin-lib from the same declaration as the workloads; do not edit
 # registry that serves the pulls on this edge ("" = none; images below already carry it)
 mirror: {{ .mirror | quote }}
+{{- with .pullSecrets }}
+# Secrets read for registry credentials, in this order (kubelet matching per registry)
+pullSecrets:
+{{- range . }}
+  - {namespace: {{ .namespace | quote }}, name: {{ .name | quote }}, optional: {{ .optional }}}
+{{- end }}
+{{- end }}
 targets:
 {{- range .targets }}
   - id: {{ .id | quote }}
