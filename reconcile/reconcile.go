@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,9 +137,13 @@ func (r *Reconciler) Tick(ctx context.Context, f *File) (*Result, error) {
 			byID[t.ID] = byID[t.Follows] // same digest, no second request
 		}
 	}
+	children, err := r.indexChildren(ctx, plans, byID)
+	if err != nil {
+		return nil, err
+	}
 	res := &Result{}
 	for _, p := range plans {
-		r.decide(p, byID)
+		r.decide(p, byID, children)
 		res.Decisions = append(res.Decisions, p.dec...)
 	}
 	for _, d := range res.Decisions {
@@ -312,8 +317,44 @@ func imageIDDigest(s corev1.PodStatus, container string) string {
 	return ""
 }
 
+// manifestReader is the part of resolver.Remote that reads an index.
+type manifestReader interface {
+	Manifest(ctx context.Context, ref string) (resolver.Manifest, error)
+}
+
+// indexChildren reads, for each newest digest that is an index and that some
+// ready pod does not report, the index's child manifests: a runtime may
+// report the per-platform manifest it pulled as the imageID. One GET per
+// such digest per tick; none when every pod reports the index digest, or
+// when the resolver cannot read manifests (offline).
+func (r *Reconciler) indexChildren(ctx context.Context, plans []*plan, byID map[string]resolver.Image) (map[string][]string, error) {
+	mr, ok := r.res.(manifestReader)
+	if !ok {
+		return nil, nil
+	}
+	out := map[string][]string{}
+	for _, p := range plans {
+		for i, t := range p.targets {
+			img := byID[t.ID]
+			if _, done := out[img.Digest]; done || (img.MediaType != "" && !img.IsIndex()) {
+				continue
+			}
+			if !slices.ContainsFunc(p.dec[i].Running, func(d string) bool { return d != "" && d != img.Digest }) {
+				continue
+			}
+			m, err := mr.Manifest(ctx, resolver.DigestRef(img.Ref, img.Digest))
+			if err != nil {
+				return nil, fmt.Errorf("reading the index %s to compare pods' per-platform imageIDs: %w; nothing was changed", resolver.DigestRef(img.Ref, img.Digest), err)
+			}
+			out[img.Digest] = m.Children
+		}
+	}
+	return out, nil
+}
+
 // decide fills p.dec and p.action from the spec, the pods and the digests.
-func (r *Reconciler) decide(p *plan, byID map[string]resolver.Image) {
+// A pod digest that is a child manifest of the newest index runs it.
+func (r *Reconciler) decide(p *plan, byID map[string]resolver.Image, children map[string][]string) {
 	w := p.w
 	need := false
 	p.ok = make([]bool, len(p.targets))
@@ -321,7 +362,12 @@ func (r *Reconciler) decide(p *plan, byID map[string]resolver.Image) {
 		img := byID[t.ID]
 		repo := repository(img.Ref)
 		d := &p.dec[i]
-		pods := d.Running
+		pods := slices.Clone(d.Running)
+		for j, pd := range pods {
+			if slices.Contains(children[img.Digest], pd) {
+				pods[j] = img.Digest // the platform's manifest of the newest index
+			}
+		}
 		d.Latest = img.Digest
 		d.Image = repo + "@" + img.Digest
 		d.Running = runningDigests(d.Spec, pods)

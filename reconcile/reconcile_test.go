@@ -932,3 +932,55 @@ func TestEventRecordingFailureFailsTheTick(t *testing.T) {
 		t.Errorf("patched %v; the re-image itself went through", res.Patched)
 	}
 }
+
+// Some runtimes report the per-platform manifest they pulled as the pod's
+// imageID, not the index digest the spec names: that pod runs the newest
+// index. One GET of the index per tick decides it; a child of an older index
+// is still an older build.
+func TestPerPlatformImageIDRunsTheIndex(t *testing.T) {
+	fx := newFixture(t)
+	children := func(ref string) []string {
+		m, err := fx.resolver().Manifest(context.Background(), ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Children
+	}
+	newAMD64, oldAMD64 := children(fx.jm + "@" + fx.jmNew)[0], children(fx.jm + "@" + fx.jmOld)[0]
+	pmNewChild := children(fx.pm + "@" + fx.pmNew)[1]
+	fx.install(fx.jm+"@"+fx.jmNew, fx.pm+":dev", fx.jm+"@"+fx.jmNew,
+		[]string{newAMD64, newAMD64}, []string{pmNewChild, pmNewChild}, []string{oldAMD64})
+
+	res, err := fx.tick(fx.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := actions(res.Decisions)
+	want := map[string]Action{"jobs-manager-api": ActionNone, "jobs-manager-pods-monitor": ActionNone, "requests-proxy-proxy": ActionReimage}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("actions %v, want %v (a child of the newest index runs it; a child of an older one does not)", got, want)
+	}
+	// One GET per index that some pod did not report, not one per pod.
+	for _, idx := range []string{fx.jmNew, fx.pmNew} {
+		if n := fx.reg.CountPath("GET", "/manifests/"+idx); n != 1 {
+			t.Errorf("GETs of index %s: %d, want 1", short(idx), n)
+		}
+	}
+	if n := fx.reg.CountPath("GET", "/manifests/"); n != 2 {
+		t.Errorf("%d manifest GETs, want the two indexes only: %v", n, fx.reg.Requests())
+	}
+	if p := fx.patches("rel-jobs-manager"); len(p) != 0 {
+		t.Errorf("rel-jobs-manager patched: %v", p)
+	}
+
+	// Steady state, every pod on the index digest: HEADs only, no GET.
+	fx2 := newFixture(t)
+	fx2.install(fx2.jm+"@"+fx2.jmNew, fx2.pm+"@"+fx2.pmNew, fx2.jm+"@"+fx2.jmNew,
+		[]string{fx2.jmNew}, []string{fx2.pmNew}, []string{fx2.jmNew})
+	if _, err := fx2.tick(fx2.file); err != nil {
+		t.Fatal(err)
+	}
+	if n := fx2.reg.CountPath("GET", "/manifests/"); n != 0 {
+		t.Errorf("%d manifest GETs when every pod reports the index digest, want 0", n)
+	}
+}
