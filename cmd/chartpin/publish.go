@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,6 +39,8 @@ func init() {
 				&cli.StringFlag{Name: "key", Usage: "signing key `NAME` in --keyring"},
 				&cli.StringFlag{Name: "keyring", Usage: "secret keyring `FILE` (default ~/.gnupg/secring.gpg)"},
 				&cli.StringFlag{Name: "passphrase-file", Usage: "`FILE` holding the signing key's passphrase"},
+				&cli.StringFlag{Name: "deprecate", Usage: "instead of publishing, mark the published `VERSION` deprecated at every target: upgrades never take it and move edges running it to the newest non-deprecated version"},
+				&cli.StringFlag{Name: "undeprecate", Usage: "instead of publishing, withdraw the deprecation of `VERSION`"},
 				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
 			},
 			Action: runPublish,
@@ -95,6 +98,9 @@ func runPublish(c *cli.Context) error {
 	}
 	ctx, cancel := commandContext(c)
 	defer cancel()
+	if c.IsSet("deprecate") || c.IsSet("undeprecate") {
+		return runDeprecate(c, ctx, dir, out, o)
+	}
 	res, err := publish.Publish(ctx, dir, o)
 	if err != nil {
 		return err
@@ -168,4 +174,52 @@ func writePublishText(w io.Writer, r *publish.Result) error {
 		fmt.Fprintf(w, "%s: %s (manifest %s)\n", r.OCI.Ref, said(r.OCI.Action), r.OCI.ManifestDigest)
 	}
 	return nil
+}
+
+// runDeprecate marks a published version deprecated, or withdraws that.
+func runDeprecate(c *cli.Context, ctx context.Context, dir, out string, o publish.Options) error {
+	version, deprecated := c.String("deprecate"), true
+	switch {
+	case c.IsSet("deprecate") && c.IsSet("undeprecate"):
+		return usage("--deprecate and --undeprecate are exclusive")
+	case c.IsSet("undeprecate"):
+		version, deprecated = c.String("undeprecate"), false
+	}
+	if c.Bool("sign") || c.IsSet("version") || c.IsSet("app-version") {
+		return usage("--deprecate/--undeprecate changes no package: drop --sign, --version and --app-version")
+	}
+	res, err := publish.Deprecate(ctx, dir, version, deprecated, o)
+	if err != nil {
+		return err
+	}
+	return ghactions.FromEnv(os.Getenv).Untrusted(c.App.Writer, func(w io.Writer) error {
+		if out == "json" {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		}
+		if res.Index != nil {
+			fmt.Fprintf(w, "%s %s: index %s: %s (%d entries, tarballs untouched)", res.Name, res.Version, res.Index.Location, marked(res.Index.Action), res.Index.Entries)
+			if res.Index.Commit != "" {
+				fmt.Fprintf(w, ", commit %s", res.Index.Commit[:12])
+			}
+			fmt.Fprintln(w)
+		}
+		if res.OCI != nil {
+			fmt.Fprintf(w, "%s: %s (manifest %s untouched", res.OCI.Ref, marked(res.OCI.Action), res.OCI.ManifestDigest)
+			if res.OCI.Marker != "" {
+				fmt.Fprintf(w, ", marker %s refers to it", res.OCI.Marker)
+			}
+			fmt.Fprintln(w, ")")
+		}
+		return nil
+	})
+}
+
+// marked spells a deprecation action out for a terminal.
+func marked(a publish.Action) string {
+	if a == publish.Unchanged {
+		return "already so, nothing written"
+	}
+	return string(a)
 }
