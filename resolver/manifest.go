@@ -44,6 +44,8 @@ type Manifest struct {
 	// Children are the digests of every manifest an index lists
 	// (attestations included), validated. Empty for a single-arch image.
 	Children []string `json:"children,omitempty"`
+	// Raw is the manifest as served (it hashes to Digest).
+	Raw []byte `json:"-"`
 }
 
 // IsIndex reports whether the manifest is a multi-arch index.
@@ -140,7 +142,7 @@ func (r *Remote) fetch(ctx context.Context, src name.Reference) (Manifest, error
 	if err != nil {
 		return Manifest{}, fmt.Errorf("%s: %w: %v", source, ErrBadManifest, err)
 	}
-	m.Source, m.Digest = source, got
+	m.Source, m.Digest, m.Raw = source, got, body
 	r.o.logger.Debug("manifest verified", "ref", source, "digest", got, "mediaType", m.MediaType, "bytes", len(body))
 	return m, nil
 }

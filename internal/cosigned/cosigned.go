@@ -1,0 +1,151 @@
+// Package cosigned writes image signatures the way `cosign sign --key`
+// does (simple-signing payload, ECDSA P-256 over SHA-256, pushed to the
+// sha256-<hex>.sig tag or as an OCI referrer), so the demo and the tests
+// can sign without the cosign binary. Verification never uses it.
+package cosigned
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/chartpin/chartpin/signature"
+)
+
+// Key is a signing key pair.
+type Key struct{ priv *ecdsa.PrivateKey }
+
+// NewKey generates an ECDSA P-256 key, as `cosign generate-key-pair` does.
+func NewKey() (*Key, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	return &Key{priv: priv}, nil
+}
+
+// PublicPEM is the public key as cosign.pub holds it.
+func (k *Key) PublicPEM() []byte {
+	der, err := x509.MarshalPKIXPublicKey(&k.priv.PublicKey)
+	if err != nil {
+		panic(err) // a P-256 key always marshals
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}
+
+// Payload is cosign's simple-signing payload claiming repository@digest.
+func Payload(repository, digest string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"critical": map[string]any{
+			"identity": map[string]string{"docker-reference": repository},
+			"image":    map[string]string{"docker-manifest-digest": digest},
+			"type":     "cosign container image signature",
+		},
+		"optional": nil,
+	})
+	return b
+}
+
+// Sign signs payload: ASN.1 ECDSA over its SHA-256.
+func (k *Key) Sign(payload []byte) ([]byte, error) {
+	sum := sha256.Sum256(payload)
+	return ecdsa.SignASN1(rand.Reader, k.priv, sum[:])
+}
+
+// Image is a signature manifest with one simple-signing layer carrying
+// payload and sig.
+func Image(payload, sig []byte) (v1.Image, error) {
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	return mutate.Append(img, mutate.Addendum{
+		Layer:       static.NewLayer(payload, signature.SimpleSigningMediaType),
+		Annotations: map[string]string{signature.SignatureAnnotation: base64.StdEncoding.EncodeToString(sig)},
+	})
+}
+
+// SignatureTag is where cosign stores the signatures of repository@digest.
+func SignatureTag(repository, digest string, opts ...name.Option) (name.Tag, error) {
+	return name.NewTag(repository+":"+strings.Replace(digest, ":", "-", 1)+".sig", opts...)
+}
+
+// Push signs repository@digest and pushes the signature to its .sig tag
+// (replacing what was there); it returns the signature manifest's digest.
+func (k *Key) Push(repository, digest string, nameOpts []name.Option, opts ...remote.Option) (string, error) {
+	img, err := k.signed(repository, digest)
+	if err != nil {
+		return "", err
+	}
+	return PushTag(img, repository, digest, nameOpts, opts...)
+}
+
+// PushTag pushes a signature manifest to the .sig tag of repository@digest.
+func PushTag(img v1.Image, repository, digest string, nameOpts []name.Option, opts ...remote.Option) (string, error) {
+	tag, err := SignatureTag(repository, digest, nameOpts...)
+	if err != nil {
+		return "", err
+	}
+	if err := remote.Write(tag, img, opts...); err != nil {
+		return "", fmt.Errorf("pushing signature %s: %w", tag, err)
+	}
+	d, err := img.Digest()
+	return d.String(), err
+}
+
+// PushReferrer signs repository@digest and pushes the signature as an OCI
+// referrer of it (cosign's --registry-referrers-mode=oci-1-1); it returns
+// the signature manifest's digest.
+func (k *Key) PushReferrer(repository, digest string, nameOpts []name.Option, opts ...remote.Option) (string, error) {
+	img, err := k.signed(repository, digest)
+	if err != nil {
+		return "", err
+	}
+	subjectRef, err := name.NewDigest(repository+"@"+digest, nameOpts...)
+	if err != nil {
+		return "", err
+	}
+	subject, err := remote.Head(subjectRef, opts...)
+	if err != nil {
+		return "", fmt.Errorf("reading subject %s: %w", subjectRef, err)
+	}
+	img = mutate.ConfigMediaType(img, signature.SignatureArtifactType)
+	sigImg, ok := mutate.Subject(img, *subject).(v1.Image)
+	if !ok {
+		return "", fmt.Errorf("setting the subject of a signature")
+	}
+	d, err := sigImg.Digest()
+	if err != nil {
+		return "", err
+	}
+	ref, err := name.NewDigest(repository+"@"+d.String(), nameOpts...)
+	if err != nil {
+		return "", err
+	}
+	if err := remote.Write(ref, sigImg, opts...); err != nil {
+		return "", fmt.Errorf("pushing signature referrer %s: %w", ref, err)
+	}
+	return d.String(), nil
+}
+
+func (k *Key) signed(repository, digest string) (v1.Image, error) {
+	p := Payload(repository, digest)
+	sig, err := k.Sign(p)
+	if err != nil {
+		return nil, err
+	}
+	return Image(p, sig)
+}
