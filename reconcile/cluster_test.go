@@ -267,11 +267,13 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 		t.Fatal(err)
 	}
 	tick := func() (*Result, error) {
-		res, err := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithMirrors(map[string]string{"docker.io": reg.Host}))
+		// As the CLI wires it: the pull secrets the chart names answer first.
+		kc := NewPullSecrets()
+		res, err := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithMirrors(map[string]string{"docker.io": reg.Host}), resolver.WithKeychain(kc))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := New(sa, res, WithPollInterval(20*time.Millisecond), WithRolloutTimeout(30*time.Second), WithRequestTimeout(10*time.Second))
+		r, err := New(sa, res, WithPullSecrets(kc), WithPollInterval(20*time.Millisecond), WithRolloutTimeout(30*time.Second), WithRequestTimeout(10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
