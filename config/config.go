@@ -373,7 +373,8 @@ func (p parser) chart(n *yaml.Node) (Chart, error) {
 			return Chart{}, p.errf(a, "%v", err)
 		}
 	}
-	if in, ok := fields["images"]; ok {
+	// An empty images: (every entry commented out) configures no image.
+	if in, ok := fields["images"]; ok && !(in.Kind == yaml.ScalarNode && in.ShortTag() == "!!null") {
 		if in.Kind != yaml.SequenceNode {
 			return Chart{}, p.errf(in, "images: must be a list")
 		}

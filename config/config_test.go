@@ -278,3 +278,15 @@ func TestFollow(t *testing.T) {
 		t.Errorf("loop: %v", err)
 	}
 }
+
+// An images: with every entry commented out (as chartpin init writes for a
+// chart whose pins are all left to its maintainers) configures no image.
+func TestEmptyImagesList(t *testing.T) {
+	f, err := Parse("/x/chartpin.yaml", []byte("charts:\n  - dir: .\n    images:\n      # - at: image\n"))
+	if err != nil || len(f.Charts) != 1 || len(f.Charts[0].Images) != 0 {
+		t.Errorf("%+v, %v", f, err)
+	}
+	if _, err := Parse("/x/chartpin.yaml", []byte("charts:\n  - dir: .\n    images: nope\n")); err == nil {
+		t.Error("images: nope accepted")
+	}
+}

@@ -1,0 +1,172 @@
+package adopt_test
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/chartpin/chartpin/adopt"
+	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/golden"
+	"github.com/chartpin/chartpin/pin"
+	"github.com/chartpin/chartpin/resolver"
+)
+
+// readTree returns relative path → bytes of every file under dir.
+func readTree(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = data
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func writeTree(t *testing.T, dir string, files map[string][]byte) {
+	t.Helper()
+	for rel, data := range files {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func offline(t *testing.T, path string) resolver.Interface {
+	t.Helper()
+	lock, err := resolver.ReadLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resolver.NewOffline(lock)
+}
+
+// TestAdoptionGolden adopts each testdata/<case>/original/chart: init
+// writes chartpin.yaml beside it, then pin runs with that config and the
+// case's lock. The whole tree must equal expected/ byte for byte: the
+// config init wrote, and exactly the lines a maintainer expects pin to
+// move (release-time pins only; held, empty and unresolvable pins stay).
+// A second pin run changes nothing.
+func TestAdoptionGolden(t *testing.T) {
+	cases, err := filepath.Glob("testdata/*/original")
+	if err != nil || len(cases) < 4 {
+		t.Fatalf("golden cases %v: %v", cases, err)
+	}
+	for _, orig := range cases {
+		caseDir := filepath.Dir(orig)
+		t.Run(filepath.Base(caseDir), func(t *testing.T) {
+			work := t.TempDir()
+			writeTree(t, work, readTree(t, orig))
+			cfg := filepath.Join(work, "chartpin.yaml")
+			r := offline(t, filepath.Join(caseDir, "digests.yaml"))
+			ctx := context.Background()
+			res, err := adopt.Plan(ctx, adopt.Options{ConfigPath: cfg, ChartDirs: []string{filepath.Join(work, "chart")}, Resolver: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := res.Write(false); err != nil {
+				t.Fatal(err)
+			}
+			plan, err := pin.Plan(ctx, pin.Options{ConfigPath: cfg, Resolver: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := plan.Apply(); err != nil {
+				t.Fatal(err)
+			}
+			got := readTree(t, work)
+			exp := filepath.Join(caseDir, "expected")
+			if *golden.Update {
+				os.RemoveAll(exp)
+				writeTree(t, exp, got)
+			}
+			want := readTree(t, exp)
+			var names []string
+			for n := range want {
+				names = append(names, n)
+				if _, ok := got[n]; !ok {
+					t.Errorf("missing file %s", n)
+				}
+			}
+			for n := range got {
+				if _, ok := want[n]; !ok {
+					t.Errorf("unexpected file %s", n)
+				}
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				if !bytes.Equal(got[n], want[n]) {
+					t.Errorf("%s differs from expected/%s:\n%s", n, n, got[n])
+				}
+			}
+			// Every pin that moved was an entry init wrote to pin: never a
+			// held one, never one it commented out.
+			moves := map[string]adopt.Decision{}
+			for _, c := range res.Charts {
+				for _, e := range c.Entries {
+					moves[e.Pin.Path] = e.Decision
+				}
+			}
+			for _, c := range plan.Charts {
+				for _, p := range c.Pins {
+					if p.Changed && moves[p.Path] != adopt.Pin {
+						t.Errorf("pin moved %s, which init decided to %s", p.Path, moves[p.Path])
+					}
+				}
+			}
+			again, err := pin.Plan(ctx, pin.Options{ConfigPath: cfg, Resolver: r})
+			if err != nil || again.Changed() {
+				t.Errorf("second pin run: %v\n%s", err, again.Diff())
+			}
+		})
+	}
+}
+
+// init never overwrites a config: an existing file is an input error and
+// keeps its bytes; force replaces it.
+func TestWriteNeverOverwrites(t *testing.T) {
+	work := t.TempDir()
+	writeTree(t, work, readTree(t, "testdata/fulcio/original"))
+	cfg := filepath.Join(work, "chartpin.yaml")
+	if err := os.WriteFile(cfg, []byte("# mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := adopt.Plan(context.Background(), adopt.Options{ConfigPath: cfg, ChartDirs: []string{filepath.Join(work, "chart")},
+		Resolver: offline(t, "testdata/fulcio/digests.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = res.Write(false)
+	if failure.Code(err) != 2 || !strings.Contains(err.Error(), "--force replaces it") {
+		t.Errorf("write over an existing file: %v", err)
+	}
+	if b, _ := os.ReadFile(cfg); string(b) != "# mine\n" {
+		t.Errorf("existing config changed: %q", b)
+	}
+	if err := res.Write(true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(cfg); !bytes.Equal(b, res.Data) {
+		t.Errorf("--force did not replace the file: %q", b)
+	}
+}

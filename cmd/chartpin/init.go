@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/chartpin/chartpin/adopt"
+	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/ghactions"
+)
+
+func init() {
+	register(func() *cli.Command {
+		return &cli.Command{
+			Name:      "init",
+			Usage:     "write a chartpin.yaml from what discovery finds in each chart",
+			ArgsUsage: "[CHART_DIR...]",
+			Description: "One entry per pin found, each under a comment saying what was found (the float, the current\n" +
+				"pin and its platforms). A latest tag and a set pin whose tag now names another digest are held;\n" +
+				"a pin key the chart leaves empty, and one chartpin cannot resolve, are commented out with the\n" +
+				"reason. `chartpin pin` right after init moves nothing the maintainers did not ask for.\n" +
+				"Never overwrites the file: --force replaces it, --dry-run prints it. --digests FILE works offline.",
+			Flags: append(resolverFlags(),
+				&cli.StringFlag{Name: "config", Value: config.FileName, Usage: "the `FILE` to write (dir: entries are relative to it)"},
+				&cli.BoolFlag{Name: "force", Usage: "replace an existing config file"},
+				&cli.BoolFlag{Name: "dry-run", Usage: "print the config, write nothing"},
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
+			),
+			Action: runInit,
+		}
+	})
+}
+
+func runInit(c *cli.Context) error {
+	out, err := outputFormat(c, "text", "json")
+	if err != nil {
+		return err
+	}
+	dirs := c.Args().Slice()
+	if len(dirs) == 0 {
+		dirs = []string{"."}
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	r, err := newResolver(c)
+	if err != nil {
+		return err
+	}
+	res, err := adopt.Plan(ctx, adopt.Options{ConfigPath: c.String("config"), ChartDirs: dirs, Resolver: r})
+	if err != nil {
+		return err
+	}
+	if err := r.Finish(); err != nil {
+		return err
+	}
+	if !c.Bool("dry-run") {
+		if err := res.Write(c.Bool("force")); err != nil {
+			return err
+		}
+	}
+	if out == "json" {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			DryRun bool   `json:"dry_run"`
+			Config string `json:"config"`
+			*adopt.Result
+		}{c.Bool("dry-run"), string(res.Data), res})
+	}
+	return ghactions.FromEnv(os.Getenv).Untrusted(c.App.Writer, func(w io.Writer) error {
+		if c.Bool("dry-run") {
+			if _, err := w.Write(res.Data); err != nil {
+				return err
+			}
+		}
+		verb := "wrote"
+		if c.Bool("dry-run") {
+			verb = "dry run: would write"
+		}
+		_, err := fmt.Fprintf(w, "%s %s: %d to pin, %d held, %d left as they are (commented out)\n",
+			verb, relPath(res.Path), res.Count(adopt.Pin), res.Count(adopt.Hold), res.Count(adopt.Leave))
+		return err
+	})
+}
+
+// relPath shortens an absolute path relative to the working directory.
+func relPath(p string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return p
+	}
+	if r, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return p
+}
