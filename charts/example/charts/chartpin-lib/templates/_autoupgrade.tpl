@@ -23,6 +23,16 @@ Use from a template of the adopting chart:  {{ include "chartpin.autoUpgrade" . 
 {{- $authSecret := toString (($root.Values.registryAuth | default dict).secret | default "") -}}
 {{- $pullNames := include "chartpin.lib.pullSecretNames" $root | fromYamlArray -}}
 {{- $timeout := include "chartpin.lib.seconds" (dict "value" $au.timeout "path" "autoUpgrade.timeout") | atoi -}}
+{{- /* Soak: an explicit minAge, else ring N waits N x ringSoak (ring 0, the
+canaries, takes a version at once). Deprecated versions are never taken. */ -}}
+{{- $ring := int ($au.ring | default 0) -}}
+{{- if or (lt $ring 0) (gt $ring 9) -}}
+{{- fail (printf "chartpin: autoUpgrade.ring %v is not a ring from 0 (canaries, no soak) to 9" $au.ring) -}}
+{{- end -}}
+{{- $minAge := mul $ring (include "chartpin.lib.seconds" (dict "value" ($au.ringSoak | default "24h") "path" "autoUpgrade.ringSoak") | atoi) -}}
+{{- if $au.minAge -}}
+{{- $minAge = include "chartpin.lib.seconds" (dict "value" $au.minAge "path" "autoUpgrade.minAge") | atoi -}}
+{{- end -}}
 {{- /* A tick may roll back a wedged release, upgrade, and (atomic) roll the
 failed upgrade back, each bounded by the timeout, plus repository fetches:
 three times the timeout plus five minutes, so the Job deadline never
@@ -203,6 +213,9 @@ spec:
                 {{- end }}
                 - --chart={{ $chart }}
                 - --timeout={{ $au.timeout }}
+                {{- if gt $minAge 0 }}
+                - --min-age={{ $minAge }}s
+                {{- end }}
               env:
                 {{- include "chartpin.lib.toolEnv" $root | nindent 16 }}
                 {{- if $authSecret }}
