@@ -6,7 +6,7 @@ IMAGE   ?=
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build demo test race bench e2e vet image kube-apiserver
+.PHONY: build demo test race bench e2e vet image kube-apiserver mutation
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/chartpin
@@ -28,6 +28,11 @@ test: vet
 # each step's figures.
 e2e:
 	$(GO) test -count=1 -v -run . ./e2e/
+
+# One-line breaks of the safety checks (hack/mutation/breaks.txt); each must
+# make a test fail. CI runs it after the tests.
+mutation:
+	hack/mutation/run.sh
 
 race:
 	$(GO) test -race -count=1 ./...

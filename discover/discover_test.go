@@ -518,3 +518,20 @@ func TestSurveyKeepsWalkingPastAnAmbiguousBlock(t *testing.T) {
 		t.Fatalf("Survey = %+v", pins)
 	}
 }
+
+// A configured pin: key must hold a digest (or nothing yet): pointing it at
+// another key would overwrite that key with a digest.
+func TestConfiguredPinKeyMustHoldADigest(t *testing.T) {
+	dir := writeChart(t, "app:\n  image:\n    repository: ghcr.io/example/app\n    tag: \"1.0\"\n    pullPolicy: IfNotPresent\n    digest: \"\"\n")
+	cf, err := config.Parse(filepath.Join(dir, "chartpin.yaml"), []byte("charts:\n  - dir: "+dir+"\n    images:\n      - at: app.image\n        pin: pullPolicy\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Chart(dir, &cf.Charts[0])
+	if err == nil || !strings.Contains(err.Error(), dir+"/values.yaml:5: app.image.pullPolicy holds \"IfNotPresent\", which is not a digest") {
+		t.Fatalf("err = %v, want a refusal naming file, line and value", err)
+	}
+	if failure.Code(err) != 2 {
+		t.Errorf("exit class %d, want 2", failure.Code(err))
+	}
+}

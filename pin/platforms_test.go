@@ -152,3 +152,47 @@ func TestPlatformsNeverShrink(t *testing.T) {
 		t.Errorf("--platforms linux: %v, want an input error", err)
 	}
 }
+
+// A registry whose HEAD names a digest it does not serve, or calls a
+// single-arch manifest an index: nothing is pinned, nothing written, and
+// the registry saw one GET of the claimed digest.
+func TestPinRefusesWhatTheRegistryDoesNotServe(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		lie  func(reg *registrytest.Registry) (registrytest.Lie, string)
+		want string
+	}{
+		{"wrong digest header", func(reg *registrytest.Registry) (registrytest.Lie, string) {
+			reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
+			other := reg.PushIndex(t, "team/app", "0.8", "linux/amd64", "linux/arm64")
+			return registrytest.Lie{Serve: "1.0", Digest: other}, other
+		}, "its bytes hash to"},
+		{"index media type on a single-arch manifest", func(reg *registrytest.Registry) (registrytest.Lie, string) {
+			single := reg.PushImage(t, "team/app", "1.0")
+			return registrytest.Lie{MediaType: "application/vnd.oci.image.index.v1+json"}, single
+		}, "the manifest says"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := registrytest.New(t)
+			old := reg.PushIndex(t, "team/app", "0.9", "linux/amd64", "linux/arm64")
+			lie, claimed := c.lie(reg)
+			dir, values := platformsChart(t, reg.Host, old, "")
+			reg.Reset()
+			reg.Lie(lie)
+			res, err := Plan(context.Background(), Options{ChartDirs: []string{dir}, Resolver: onlineResolver(t, reg.Host)})
+			if err == nil {
+				t.Fatalf("planned:\n%s", res.Diff())
+			}
+			if !errors.Is(err, resolver.ErrBadManifest) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "values.yaml:5 (app.image.digest)") {
+				t.Errorf("err = %v, want ErrBadManifest naming the pin and saying %q", err, c.want)
+			}
+			if got, _ := os.ReadFile(filepath.Join(dir, "values.yaml")); string(got) != string(values) {
+				t.Errorf("values.yaml changed:\n%s", got)
+			}
+			// One GET of the claimed digest, one of the pin it would replace.
+			if n := reg.CountPath("GET", "/manifests/"); n != 2 || reg.CountPath("GET", "/manifests/"+claimed) != 1 || reg.CountPath("GET", "/manifests/"+old) != 1 {
+				t.Errorf("manifest GETs %v, want one of the claimed digest %s and one of the old pin", reg.Requests(), claimed)
+			}
+		})
+	}
+}

@@ -768,3 +768,24 @@ func TestVPrefixedVersion(t *testing.T) {
 		t.Fatalf("1.3 = %v (exit %d), want exit 2", err, failure.Code(err))
 	}
 }
+
+// A tarball left by a half-failed publish (no index entry) with other bytes
+// is refused, never overwritten; the same bytes are adopted.
+func TestDebrisTarballIsNeverOverwritten(t *testing.T) {
+	repoDir := t.TempDir()
+	chartDir := writeChart(t, t.TempDir(), "1.0.0", "1.0.0", "0.8")
+	debris := filepath.Join(repoDir, "app-1.0.0.tgz")
+	if err := os.WriteFile(debris, []byte("half a tarball"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: repoDir}))
+	if !errors.Is(err, ErrPublished) || !strings.Contains(err.Error(), "app-1.0.0.tgz exists") || !strings.Contains(err.Error(), "remove it by hand") {
+		t.Fatalf("publish over debris: %v, want ErrPublished naming the tarball and the next step", err)
+	}
+	if got, _ := os.ReadFile(debris); string(got) != "half a tarball" {
+		t.Errorf("debris overwritten with %d bytes", len(got))
+	}
+	if _, err := os.Stat(filepath.Join(repoDir, "index.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("index written after a refusal: %v", err)
+	}
+}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -506,5 +509,42 @@ func TestUnreachableRegistrySaysWhatToCheck(t *testing.T) {
 	_, err = r.Resolve(context.Background(), "127.0.0.1:1/app:1")
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1/app:1") || !strings.Contains(err.Error(), "check that 127.0.0.1:1 is reachable") {
 		t.Fatalf("err = %v, want the ref and what to check", err)
+	}
+}
+
+// A registry allowed plain HTTP may still not send credentials over plain
+// HTTP elsewhere: a bearer realm on another host over http:// is refused
+// before any request reaches it.
+func TestTokenRealmOverPlainHTTPElsewhereIsRefused(t *testing.T) {
+	var realmHits atomic.Int32
+	realm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		realmHits.Add(1)
+		_, _ = w.Write([]byte(`{"token":"t"}`))
+	}))
+	defer realm.Close()
+	// A name, not a loopback address, as a realm elsewhere would be; the
+	// test's dialer sends it to the loopback server.
+	realmHost := "token.example.test:" + realm.URL[strings.LastIndex(realm.URL, ":")+1:]
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="http://`+realmHost+`/token",service="x"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, strings.Replace(addr, "token.example.test", "127.0.0.1", 1))
+	}
+	r, err := resolver.New(resolver.WithInsecureRegistries(host), resolver.WithTransport(base),
+		resolver.WithKeychain(resolver.StaticKeychain("robot", "s3cret")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Resolve(context.Background(), host+"/app:1")
+	if err == nil || !strings.Contains(err.Error(), "plain HTTP to "+realmHost+" refused") {
+		t.Errorf("err = %v, want plain HTTP to the realm refused", err)
+	}
+	if n := realmHits.Load(); n != 0 {
+		t.Errorf("the plain-HTTP realm on another host got %d request(s), credentials included", n)
 	}
 }

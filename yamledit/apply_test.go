@@ -199,3 +199,19 @@ func TestVerifyCatchesBrokenSplice(t *testing.T) {
 		t.Fatalf("new comment: err = %v", err)
 	}
 }
+
+// Apply itself re-parses and checks what it spliced: bytes that no longer
+// match the parse (a splice computed from a wrong span would do the same)
+// make Apply fail with ErrVerify and return nothing.
+func TestApplyVerifiesItsOutput(t *testing.T) {
+	f, err := Parse("values.yaml", []byte("a: x\nb: y\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := f.Get("a")
+	f.Data = []byte("a: x\nb: z\n") // the bytes drift from the tree Apply checks against
+	out, err := f.Apply(Edit{s.Node, "q"})
+	if !errors.Is(err, ErrVerify) || out != nil {
+		t.Fatalf("Apply = %q, %v; want no bytes and ErrVerify", out, err)
+	}
+}

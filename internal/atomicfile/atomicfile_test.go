@@ -1,8 +1,10 @@
 package atomicfile
 
 import (
+	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -71,5 +73,34 @@ func TestWriteFileFollowsSymlink(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(shared); string(b) != "new\n" {
 		t.Errorf("shared file = %q, want the new bytes", b)
+	}
+}
+
+// The new bytes arrive by rename, never by writing into the file: a reader
+// that opened the file before keeps reading the old bytes whole, and the
+// name points at a new inode (a crash mid-write leaves the old file intact).
+func TestWriteFileReplacesNotRewrites(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(name, []byte("old bytes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	before, _ := os.Stat(name)
+	if err := WriteFile(name, []byte("new\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := io.ReadAll(reader); string(got) != "old bytes\n" {
+		t.Errorf("a reader of the old file saw %q, want the old bytes whole", got)
+	}
+	after, _ := os.Stat(name)
+	if before.Sys().(*syscall.Stat_t).Ino == after.Sys().(*syscall.Stat_t).Ino {
+		t.Error("same inode: the file was written in place, not replaced")
+	}
+	if got, _ := os.ReadFile(name); string(got) != "new\n" {
+		t.Errorf("content %q", got)
 	}
 }
