@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/chartpin/chartpin/internal/registrytest"
 )
 
 // policyCase is one pin run on a small chart: which files it writes, to
@@ -149,6 +151,15 @@ func TestPinHoldsAndConditions(t *testing.T) {
 			code:   2,
 		},
 		{
+			name: "--set-tag on a held image is refused before anything resolves",
+			files: map[string]string{"Chart.yaml": policyChart, "values.yaml": twoImages(dOld, dOld, "true"),
+				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: api.image\n      - at: worker.image\n        hold: frozen\n"},
+			lock:   twoLock,
+			args:   []string{"--set-tag", "worker.image=2.0"},
+			stderr: []string{"--set-tag worker.image=2.0:", "is held (chartpin.yaml:5: \"frozen\"); drop the hold: to move it"},
+			code:   2,
+		},
+		{
 			name: "format tag@digest reads the tag from the pin key",
 			files: map[string]string{"Chart.yaml": policyChart,
 				"values.yaml":   "app:\n  repository: example.org/team/app\n  version: v1.5.3@" + dOld + "  # pinned\n",
@@ -230,4 +241,26 @@ func TestPinPlatformsAndPlans(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) { runPolicyCase(t, c) })
 	}
+}
+
+// Online, a one-platform index over a two-platform pin is refused with no
+// platforms: configured: the plan lists it, nothing is written, exit 1.
+func TestPinShrinkOnline(t *testing.T) {
+	t.Setenv("GITHUB_ACTIONS", "")
+	reg := registrytest.New(t)
+	old := reg.PushIndex(t, "team/app", "0.9", "linux/amd64", "linux/arm64")
+	narrow := reg.PushIndex(t, "team/app", "1.0", "linux/amd64")
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"Chart.yaml": policyChart,
+		"values.yaml": "app:\n  image:\n    repository: " + reg.Host + "/team/app\n    tag: \"1.0\"\n    digest: " + old + "\n"})
+	before := hashDir(t, dir)
+	out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--dry-run", dir)
+	if code != 1 || !strings.Contains(out, "REFUSED ") || !strings.Contains(out, "refusing to pin "+narrow) ||
+		!strings.Contains(errOut, "required platforms missing: linux/arm64 (index has linux/amd64)") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if _, _, code := runCLI(t, "--insecure-registry", reg.Host, "pin", dir); code != 1 {
+		t.Errorf("pin: exit %d, want 1", code)
+	}
+	sameFiles(t, before, hashDir(t, dir), "")
 }
