@@ -92,11 +92,11 @@ type Image struct {
 
 // Ack silences known drift of one pin until a date.
 type Ack struct {
-	At     string
-	Digest string
-	Until  time.Time
-	Reason string
-	Line   int
+	At     string    `json:"at"`
+	Digest string    `json:"digest"`
+	Until  time.Time `json:"until"`
+	Reason string    `json:"reason"`
+	Line   int       `json:"line"`
 }
 
 // Find returns the path of chartpin.yaml in dir, or "" when there is none.

@@ -47,9 +47,9 @@ type Pin struct {
 	Repository string `json:"repository,omitempty"`
 	// Tag is the float the pin is resolved from; TagPath is where it is read.
 	Tag     string `json:"tag,omitempty"`
-	TagPath string `json:"tagPath,omitempty"`
+	TagPath string `json:"tag_path,omitempty"`
 	// TagLine is the line of the tag scalar (0 if there is none).
-	TagLine int `json:"tagLine,omitempty"`
+	TagLine int `json:"tag_line,omitempty"`
 	// Digest is the current pin (sha256:…); "" means not pinned.
 	Digest string `json:"digest,omitempty"`
 	// Format is how the pin is written: digest | hex | tag@digest | ref@digest.
@@ -63,7 +63,7 @@ type Pin struct {
 	// Problem is non-empty when the image cannot be determined (unwatchable).
 	Problem string `json:"problem,omitempty"`
 	// ConfigLine is the chartpin.yaml line that configured this pin (0 in discovery).
-	ConfigLine int `json:"configLine,omitempty"`
+	ConfigLine int `json:"config_line,omitempty"`
 	// Node is the pin scalar (for an alias, its anchored scalar: written once);
 	// TagNode the tag scalar (nil if none). They belong to the tree passed to Find.
 	Node    *yaml.Node `json:"-"`

@@ -80,7 +80,7 @@ type Shared struct {
 type Report struct {
 	Items []Item `json:"items"`
 	// Shared is filled with --show-tags: once per repository and new digest.
-	Shared  []Shared `json:"sharedTags,omitempty"`
+	Shared  []Shared `json:"shared_tags,omitempty"`
 	Offline bool     `json:"offline,omitempty"`
 	// Notes are problems that did not stop the run.
 	Notes   []string  `json:"notes,omitempty"`

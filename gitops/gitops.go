@@ -26,6 +26,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+
+	"github.com/chartpin/chartpin/internal/failure"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -124,7 +126,8 @@ func Open(dir string, opts ...Option) (*Repo, error) {
 	}
 	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
 	if err != nil {
-		return nil, fmt.Errorf("opening git repository at %s: %w; run chartpin inside a git checkout", dir, err)
+		// Not a checkout: the user pointed chartpin at the wrong place.
+		return nil, failure.Input(fmt.Errorf("opening git repository at %s: %w; run chartpin inside a git checkout", dir, err))
 	}
 	wt, err := repo.Worktree()
 	if err != nil {

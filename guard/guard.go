@@ -45,7 +45,7 @@ const (
 type Result struct {
 	// Base is the revision as given; BaseCommit the commit it named.
 	Base       string `json:"base"`
-	BaseCommit string `json:"baseCommit"`
+	BaseCommit string `json:"base_commit"`
 	// Head is the commit checked out; Uncommitted lists the charts whose
 	// working-tree content differs from it (those changes were compared too).
 	Head        string   `json:"head"`
@@ -96,10 +96,10 @@ type Chart struct {
 	State State  `json:"state"`
 	// Files are the packaged files that differ, relative to Dir.
 	Files         []string  `json:"files,omitempty"`
-	OldVersion    string    `json:"oldVersion,omitempty"`
-	NewVersion    string    `json:"newVersion,omitempty"`
-	OldAppVersion string    `json:"oldAppVersion,omitempty"`
-	NewAppVersion string    `json:"newAppVersion,omitempty"`
+	OldVersion    string    `json:"old_version,omitempty"`
+	NewVersion    string    `json:"new_version,omitempty"`
+	OldAppVersion string    `json:"old_app_version,omitempty"`
+	NewAppVersion string    `json:"new_app_version,omitempty"`
 	Lockstep      bool      `json:"lockstep,omitempty"`
 	Findings      []Finding `json:"findings,omitempty"`
 }

@@ -67,10 +67,10 @@ type Result struct {
 type ChartResult struct {
 	Dir           string       `json:"dir"`
 	Name          string       `json:"name"`
-	OldVersion    string       `json:"oldVersion"`
-	NewVersion    string       `json:"newVersion"`
-	OldAppVersion string       `json:"oldAppVersion"`
-	NewAppVersion string       `json:"newAppVersion"`
+	OldVersion    string       `json:"old_version"`
+	NewVersion    string       `json:"new_version"`
+	OldAppVersion string       `json:"old_app_version"`
+	NewAppVersion string       `json:"new_app_version"`
 	Pins          []Change     `json:"pins"`
 	Copies        []CopyChange `json:"copies,omitempty"`
 	// Skipped are pins discovery found but cannot pin (image unknown); they
@@ -97,11 +97,11 @@ type Change struct {
 	Path   string `json:"path"`
 	Image  string `json:"image"`
 	Tag    string `json:"tag"`
-	OldTag string `json:"oldTag,omitempty"`
+	OldTag string `json:"old_tag,omitempty"`
 	// TagLine is the line of the tag moved by --set-tag (0 when it did not move).
-	TagLine   int      `json:"tagLine,omitempty"`
-	OldDigest string   `json:"oldDigest"`
-	NewDigest string   `json:"newDigest"`
+	TagLine   int      `json:"tag_line,omitempty"`
+	OldDigest string   `json:"old_digest"`
+	NewDigest string   `json:"new_digest"`
 	Platforms []string `json:"platforms,omitempty"`
 	Follows   string   `json:"follows,omitempty"`
 	// Changed is true when the pin's value (or its tag) is rewritten.

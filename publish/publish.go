@@ -123,7 +123,7 @@ type OCIResult struct {
 	Ref    string `json:"ref"`
 	Action Action `json:"action"`
 	// ManifestDigest of the pushed (or found) manifest.
-	ManifestDigest string `json:"manifestDigest"`
+	ManifestDigest string `json:"manifest_digest"`
 }
 
 // Publish packages chartDir and ships it to every target in opts.

@@ -22,13 +22,13 @@ import (
 
 // PR is an open pull request.
 type PR struct {
-	Number int
-	URL    string
-	Title  string
-	Body   string
-	Base   string
-	Head   string
-	Labels []string
+	Number int      `json:"number"`
+	URL    string   `json:"url"`
+	Title  string   `json:"title"`
+	Body   string   `json:"body"`
+	Base   string   `json:"base"`
+	Head   string   `json:"head"`
+	Labels []string `json:"labels,omitempty"`
 }
 
 // NewPR is what Create sends.
@@ -66,9 +66,9 @@ const (
 
 // Outcome is the result of Ensure.
 type Outcome struct {
-	Action      Action
-	PR          PR
-	LabelsAdded []string
+	Action      Action   `json:"action"`
+	PR          PR       `json:"pr"`
+	LabelsAdded []string `json:"labels_added,omitempty"`
 }
 
 // Ensure finds the open pull request for req.Head and creates it, or updates
@@ -155,7 +155,7 @@ func NewGitHub(owner, repo, token string, opts ...Option) (*GitHub, error) {
 		f(&o)
 	}
 	if owner == "" || repo == "" {
-		return nil, fmt.Errorf("github repository %q/%q: want OWNER/NAME (--repo)", owner, repo)
+		return nil, fmt.Errorf("github repository %q/%q: want OWNER/NAME", owner, repo)
 	}
 	if token == "" {
 		return nil, fmt.Errorf("no GitHub token: set GITHUB_TOKEN (pull-requests: write)")
@@ -285,7 +285,7 @@ var remoteRE = regexp.MustCompile(`^(?:https?://(?:[^@/]+@)?[^/]+/|ssh://(?:[^@/
 func RepoFromRemote(remote string) (owner, name string, err error) {
 	m := remoteRE.FindStringSubmatch(remote)
 	if m == nil {
-		return "", "", fmt.Errorf("cannot derive OWNER/NAME from remote URL %q; pass --repo OWNER/NAME", redact.URL(remote))
+		return "", "", fmt.Errorf("cannot derive OWNER/NAME from remote URL %q", redact.URL(remote))
 	}
 	return m[1], m[2], nil
 }

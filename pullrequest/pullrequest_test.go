@@ -234,7 +234,7 @@ func TestRepoFromRemote(t *testing.T) {
 		}
 	}
 	_, _, err := RepoFromRemote("https://user:s3cret@example.com/only-one")
-	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "--repo") {
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "cannot derive OWNER/NAME") {
 		t.Errorf("bad remote: %v", err)
 	}
 }

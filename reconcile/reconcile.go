@@ -63,7 +63,7 @@ type Decision struct {
 	Action Action `json:"action"`
 	Reason string `json:"reason"`
 	// DryRun marks a decision that was not carried out.
-	DryRun bool `json:"dryRun,omitempty"`
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Result is everything one tick decided and did.
@@ -72,7 +72,7 @@ type Result struct {
 	// Patched lists the workloads re-imaged (one patch each).
 	Patched []string `json:"patched,omitempty"`
 	// RolledOut lists the re-imaged workloads whose rollout completed.
-	RolledOut []string `json:"rolledOut,omitempty"`
+	RolledOut []string `json:"rolled_out,omitempty"`
 }
 
 // Reconciler runs ticks against one cluster and one resolver.

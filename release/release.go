@@ -51,27 +51,33 @@ type Options struct {
 
 // Report is what a run did (or, dry, would do).
 type Report struct {
-	DryRun bool
+	DryRun bool `json:"-"` // the output layer marks dry runs itself
 	// Plan is the pin change set (nil when nothing was planned).
-	Plan *pin.Result
+	Plan *pin.Result `json:"plan,omitempty"`
 	// Nothing: no pin moved; nothing was done.
-	Nothing bool
-	Branch  string
-	Remote  string
+	Nothing bool   `json:"nothing"`
+	Branch  string `json:"branch"`
+	Remote  string `json:"remote,omitempty"`
+	// Parent is the commit the release commit has (or would have) as parent.
+	Parent string `json:"parent,omitempty"`
 	// Files are the committed paths, relative to the repository root.
-	Files []string
+	Files []string `json:"files,omitempty"`
 	// Commit is the release commit; CommitCreated is false when an existing
 	// commit already held exactly these changes.
-	Commit        string
-	CommitCreated bool
+	Commit        string `json:"commit,omitempty"`
+	CommitCreated bool   `json:"commit_created,omitempty"`
 	// Pushed is false when the remote branch already had the commit.
-	Pushed bool
+	Pushed bool `json:"pushed"`
 	// Title and Body of the pull request (= the commit message).
-	Title, Body string
+	Title string `json:"title,omitempty"`
+	Body  string `json:"body,omitempty"`
 	// PR is the pull request outcome (dry run: the open one found, if any).
-	PR *pullrequest.Outcome
+	PR *pullrequest.Outcome `json:"pull_request,omitempty"`
 	// Diff is the unified diff of the pin run (dry run).
-	Diff string
+	Diff string `json:"diff,omitempty"`
+	// Notes say what a dry run could not look up (an unreachable remote or
+	// API); a real run fails instead.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Run pins, commits, pushes and opens or updates the pull request.
@@ -98,9 +104,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Remote, _ = o.Repo.RemoteURL()
 
 	// Look at the remote branch first: foreign commits stop us before any write.
+	// A dry run previews without the remote: it cannot say whether the
+	// branch exists, but it still shows the commit and the pull request.
 	remote, err := o.Repo.Inspect(ctx, o.Branch)
 	if err != nil {
-		return rep, err
+		if !o.DryRun {
+			return rep, err
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("remote branch %s not looked up: %v", o.Branch, err))
 	}
 	head, err := o.Repo.Head()
 	if err != nil {
@@ -124,7 +135,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return rep, err
 	}
 	if o.DryRun {
-		return dryRun(ctx, o, rep, plan)
+		return dryRun(ctx, o, rep, plan, head)
 	}
 	message := plan.Subject() + "\n\n" + plan.Markdown()
 	// Reuse: the pushed commit, when it has this parent and these bytes.
@@ -161,21 +172,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-func dryRun(ctx context.Context, o Options, rep *Report, plan *pin.Result) (*Report, error) {
+func dryRun(ctx context.Context, o Options, rep *Report, plan *pin.Result, head plumbing.Hash) (*Report, error) {
 	rep.Diff = plan.Diff()
 	rep.Title, rep.Body = plan.Subject(), plan.Markdown()
 	for _, f := range plan.Files() {
 		rep.Files = append(rep.Files, relToRoot(o.Repo.Root(), f.Path))
 	}
 	sort.Strings(rep.Files)
+	rep.Parent = head.String()
 	if o.PRs != nil {
 		pr, err := o.PRs.FindOpen(ctx, o.Branch)
-		if err != nil {
-			return rep, err
-		}
-		if pr != nil {
+		switch {
+		case err != nil:
+			rep.Notes = append(rep.Notes, fmt.Sprintf("open pull request not looked up: %v", err))
+		case pr != nil:
 			rep.PR = &pullrequest.Outcome{Action: pullrequest.Updated, PR: *pr}
-		} else {
+		default:
 			rep.PR = &pullrequest.Outcome{Action: pullrequest.Created}
 		}
 	}
@@ -246,14 +258,17 @@ func (r *Report) Text() string {
 		return b.String()
 	case r.DryRun:
 		fmt.Fprintf(&b, "dry run: nothing written, nothing pushed\n\n")
-		fmt.Fprintf(&b, "would commit on %s:\n  %s\n", r.Branch, r.Title)
+		fmt.Fprintf(&b, "would commit on %s (parent %s):\n  %s\n", r.Branch, shortHash(r.Parent), r.Title)
 		for _, f := range r.Files {
 			fmt.Fprintf(&b, "    %s\n", f)
 		}
 		fmt.Fprintf(&b, "would push %s to %s\n", r.Branch, redact.URL(r.Remote))
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "note: %s\n", n)
+		}
 		switch {
 		case r.PR == nil:
-			fmt.Fprintf(&b, "would open or update the pull request for %s (no GITHUB_TOKEN: not looked up)\n", r.Branch)
+			fmt.Fprintf(&b, "would open or update the pull request for %s (not looked up)\n", r.Branch)
 		case r.PR.Action == pullrequest.Created:
 			fmt.Fprintf(&b, "would open a pull request: %s\n", r.Title)
 		default:

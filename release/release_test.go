@@ -377,7 +377,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := rep.Text()
-	for _, want := range []string{"dry run", "would commit on chartpin/pins:", "charts/app/values.yaml", "would open a pull request: chart(app 1.0.1)", "+  digest: \"" + w.digest14, "| image | tag |"} {
+	for _, want := range []string{"dry run", "would commit on chartpin/pins (parent ", "charts/app/values.yaml", "would open a pull request: chart(app 1.0.1)", "+  digest: \"" + w.digest14, "| image | tag |"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("dry-run text lacks %q:\n%s", want, text)
 		}
@@ -488,7 +488,7 @@ func TestDryRunWithoutToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if text := rep.Text(); !strings.Contains(text, "no GITHUB_TOKEN: not looked up") || !strings.Contains(text, "would commit on chartpin/pins") {
+	if text := rep.Text(); !strings.Contains(text, "pull request for chartpin/pins (not looked up)") || !strings.Contains(text, "would commit on chartpin/pins") {
 		t.Fatalf("text:\n%s", text)
 	}
 	seq(t, w.gh)

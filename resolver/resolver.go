@@ -38,7 +38,7 @@ type Image struct {
 	// Digest is sha256:…; for a multi-arch image, the index digest.
 	Digest string `json:"digest"`
 	// MediaType of the manifest the digest names.
-	MediaType string `json:"mediaType,omitempty"`
+	MediaType string `json:"media_type,omitempty"`
 	// Platforms as os/arch[/variant]; empty until read (see Interface.Platforms).
 	Platforms []string `json:"platforms,omitempty"`
 }
@@ -131,22 +131,28 @@ func normalizePlatform(p string) string {
 	return p
 }
 
-// ResolveEach resolves refs (in order, concurrently), reads and checks
-// each digest's manifest (see Remote.Manifest), and checks the required
-// platforms. It returns every image that resolved, in the order asked, with
-// the errors of the others joined.
-func ResolveEach(ctx context.Context, r Interface, refs []string, required []string) ([]Image, error) {
-	byRef, resolveErr := ResolveAll(ctx, r, refs)
-	var resolved []string
+// ResolveOrdered resolves refs (concurrently, one HEAD per unique ref) and
+// returns every image that resolved, in the order asked, with the errors of
+// the others joined. It reads no manifest, as crane digest does not.
+func ResolveOrdered(ctx context.Context, r Interface, refs []string) ([]Image, error) {
+	byRef, err := ResolveAll(ctx, r, refs)
+	var out []Image
 	for _, ref := range refs {
-		if _, ok := byRef[ref]; ok {
-			resolved = append(resolved, ref)
+		if img, ok := byRef[ref]; ok {
+			out = append(out, img)
 		}
 	}
+	return out, err
+}
+
+// ResolveEach is ResolveOrdered plus each digest's manifest, read and
+// checked (see Remote.Manifest), and the required platforms checked.
+func ResolveEach(ctx context.Context, r Interface, refs []string, required []string) ([]Image, error) {
+	resolved, resolveErr := ResolveOrdered(ctx, r, refs)
 	out := make([]Image, len(resolved))
 	errs := make([]error, len(resolved))
 	var wg sync.WaitGroup
-	for i, ref := range resolved {
+	for i, img := range resolved {
 		wg.Add(1)
 		go func(i int, img Image) {
 			defer wg.Done()
@@ -159,7 +165,7 @@ func ResolveEach(ctx context.Context, r Interface, refs []string, required []str
 			img.MediaType, img.Platforms = m.MediaType, m.Platforms
 			out[i] = img
 			errs[i] = m.Require(img.Ref, required)
-		}(i, byRef[ref])
+		}(i, img)
 	}
 	wg.Wait()
 	if len(out) == 0 {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
 	"strings"
 	"time"
 
@@ -17,19 +16,27 @@ import (
 // version is set at link time: -ldflags "-X main.version=…".
 var version = "dev"
 
-// commandBuilders is filled by each command file's init, so that adding a
-// command touches only its own file. Commands are built afresh for every
-// app: urfave/cli keeps parsed and environment values in its flag structs.
-var commandBuilders []func() *cli.Command
-
-func register(newCommand func() *cli.Command) { commandBuilders = append(commandBuilders, newCommand) }
+// commands lists every command, in the order help shows them. They are
+// built afresh for every app: urfave/cli keeps parsed and environment
+// values in its flag structs.
+func commands() []*cli.Command {
+	return []*cli.Command{
+		resolveCommand(),
+		pinCommand(),
+		bumpCommand(),
+		driftCommand(),
+		guardCommand(),
+		releaseCommand(),
+		publishCommand(),
+		reconcileCommand(),
+		upgradeCommand(),
+		demoCommand(),
+		completionCommand(),
+	}
+}
 
 func newApp() *cli.App {
-	commands := make([]*cli.Command, 0, len(commandBuilders))
-	for _, build := range commandBuilders {
-		commands = append(commands, build())
-	}
-	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
+	commands := commands()
 	globals := map[string]bool{}
 	for _, f := range globalFlags() {
 		globals[f.Names()[0]] = true
@@ -146,17 +153,9 @@ func usage(format string, args ...any) error {
 }
 
 // commandContext is the command's context bounded by --timeout.
+// run names --timeout when that deadline ends the command.
 func commandContext(c *cli.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(c.Context, c.Duration("timeout"))
-}
-
-// outputFormat returns --output if it is one of allowed (exit 2 otherwise).
-func outputFormat(c *cli.Context, allowed ...string) (string, error) {
-	out := c.String("output")
-	for _, a := range allowed {
-		if out == a {
-			return out, nil
-		}
-	}
-	return "", usage("--output %q: want one of %s", out, strings.Join(allowed, ", "))
+	d := c.Duration("timeout")
+	sessionOf(c).timeout = d
+	return context.WithTimeout(c.Context, d)
 }

@@ -2,39 +2,36 @@ package main
 
 import (
 	"fmt"
-	"strings"
+	"io"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/chartpin/chartpin/chartbump"
 )
 
-func init() {
-	register(func() *cli.Command {
-		return &cli.Command{
-			Name:      "bump",
-			Usage:     "move Chart.yaml version (and appVersion in lockstep) byte-exactly",
-			ArgsUsage: "CHART_DIR [patch|minor|major|X.Y.Z]",
-			Description: "Without a second argument the version gets a patch bump. appVersion follows the\n" +
-				"version when the two are equal today (auto), or as --app-version-policy says.",
-			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "app-version", Usage: "set appVersion to `X.Y.Z` (a lockstep chart takes it as its version too)"},
-				&cli.StringFlag{Name: "app-version-policy", Value: chartbump.PolicyAuto, Usage: "auto|lockstep|keep|from:VALUE"},
-				&cli.BoolFlag{Name: "dry-run", Usage: "print what would change, write nothing"},
-			},
-			Action: runBump,
-		}
-	})
+func bumpCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "bump",
+		Usage:     "move Chart.yaml version (and appVersion in lockstep) byte-exactly",
+		ArgsUsage: "CHART_DIR [patch|minor|major|X.Y.Z]",
+		Description: "Without a second argument the version gets a patch bump. appVersion follows the\n" +
+			"version when the two are equal today (auto), or as --app-version-policy says.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "app-version", Usage: "set appVersion to `X.Y.Z` (a lockstep chart takes it as its version too)"},
+			&cli.StringFlag{Name: "app-version-policy", Value: chartbump.PolicyAuto, Usage: "auto|lockstep|keep|from:VALUE"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print what would change, write nothing"},
+			outputFlag(),
+		},
+		Action: runBump,
+	}
 }
 
 func runBump(c *cli.Context) error {
 	if c.NArg() < 1 || c.NArg() > 2 {
 		return usage("bump: want CHART_DIR [patch|minor|major|X.Y.Z], got %d arguments", c.NArg())
 	}
-	for _, a := range c.Args().Slice() {
-		if strings.HasPrefix(a, "-") {
-			return usage("bump: flag %s after CHART_DIR; put flags first: chartpin bump [--dry-run] [--app-version X.Y.Z] CHART_DIR [patch|minor|major|X.Y.Z]", a)
-		}
+	if _, err := format(c); err != nil {
+		return err
 	}
 	opts := chartbump.Options{Bump: chartbump.BumpPatch, AppVersion: c.String("app-version"), AppVersionPolicy: c.String("app-version-policy")}
 	switch arg := c.Args().Get(1); arg {
@@ -52,22 +49,43 @@ func runBump(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	w := c.App.Writer
+	dry := c.Bool("dry-run")
+	if change.Changed() && !dry {
+		if err := chartbump.Write(change); err != nil {
+			return err
+		}
+	}
+	return show(c, view{value: bumpJSON{Path: change.Path, Changed: change.Changed(),
+		OldVersion: change.OldVersion, NewVersion: change.NewVersion,
+		OldAppVersion: change.OldAppVersion, NewAppVersion: change.NewAppVersion}, dryRun: dry,
+		text: func(w io.Writer) error { return writeBumpText(w, change, dry) },
+	})
+}
+
+// bumpJSON is bump's JSON document.
+type bumpJSON struct {
+	Path          string `json:"path"`
+	Changed       bool   `json:"changed"`
+	OldVersion    string `json:"old_version"`
+	NewVersion    string `json:"new_version"`
+	OldAppVersion string `json:"old_app_version,omitempty"`
+	NewAppVersion string `json:"new_app_version,omitempty"`
+}
+
+func writeBumpText(w io.Writer, change chartbump.Change, dry bool) error {
 	if !change.Changed() {
 		_, err := fmt.Fprintf(w, "%s: version %s, appVersion %s: nothing to change\n", change.Path, change.OldVersion, orNone(change.OldAppVersion))
 		return err
 	}
 	verb := "bumped"
-	if c.Bool("dry-run") {
+	if dry {
 		verb = "would bump (dry run, nothing written)"
-	} else if err := chartbump.Write(change); err != nil {
-		return err
 	}
 	fmt.Fprintf(w, "%s: %s version %s -> %s", change.Path, verb, change.OldVersion, change.NewVersion)
 	if change.NewAppVersion != change.OldAppVersion {
 		fmt.Fprintf(w, ", appVersion %s -> %s", change.OldAppVersion, change.NewAppVersion)
 	}
-	_, err = fmt.Fprintln(w)
+	_, err := fmt.Fprintln(w)
 	return err
 }
 

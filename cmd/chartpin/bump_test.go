@@ -31,7 +31,7 @@ func TestBumpCommand(t *testing.T) {
 		out      string
 		contents string
 	}{
-		{[]string{dir, "--dry-run"}, 2, "put flags first", orig},
+		{[]string{dir, "--dry-run"}, 0, "would bump (dry run, nothing written) version 0.1.0 -> 0.1.1", orig}, // flags after CHART_DIR work too
 		{[]string{"--dry-run", dir}, 0, "would bump (dry run, nothing written) version 0.1.0 -> 0.1.1, appVersion v0.1.0 -> v0.1.1", orig},
 		{[]string{dir}, 0, "bumped version 0.1.0 -> 0.1.1, appVersion v0.1.0 -> v0.1.1",
 			"name: app\n# chart\nversion: 0.1.1\nappVersion: \"v0.1.1\" # app\ndependencies:\n  - name: lib\n    version: 0.1.0\n"},

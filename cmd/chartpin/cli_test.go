@@ -5,8 +5,6 @@ import (
 	"context"
 	"io"
 	"testing"
-
-	"github.com/chartpin/chartpin/internal/failure"
 )
 
 // runCLI runs chartpin with args as main does and returns stdout, stderr
@@ -27,11 +25,5 @@ func runCombined(t *testing.T, args ...string) (int, string) {
 }
 
 func runTo(stdout, stderr io.Writer, args []string) int {
-	app := newApp()
-	app.Writer, app.ErrWriter = stdout, stderr
-	err := app.RunContext(context.Background(), append([]string{"chartpin"}, args...))
-	if err != nil {
-		io.WriteString(stderr, "chartpin: "+err.Error()+"\n")
-	}
-	return failure.Code(err)
+	return run(context.Background(), append([]string{"chartpin"}, args...), stdout, stderr)
 }

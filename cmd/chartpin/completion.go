@@ -6,24 +6,22 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() {
-	register(func() *cli.Command {
-		return &cli.Command{
-			Name:        "completion",
-			Usage:       "print a shell completion script (bash or zsh)",
-			ArgsUsage:   "bash|zsh",
-			Description: "Load it with: source <(chartpin completion bash)",
-			Action: func(c *cli.Context) error {
-				shell := c.Args().First()
-				script, ok := completionScripts[shell]
-				if !ok {
-					return usage("completion: unknown shell %q; want bash or zsh", shell)
-				}
-				_, err := fmt.Fprint(c.App.Writer, script)
-				return err
-			},
-		}
-	})
+func completionCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "completion",
+		Usage:       "print a shell completion script (bash or zsh)",
+		ArgsUsage:   "bash|zsh",
+		Description: "Load it with: source <(chartpin completion bash)",
+		Action: func(c *cli.Context) error {
+			shell := c.Args().First()
+			script, ok := completionScripts[shell]
+			if !ok {
+				return usage("completion: unknown shell %q; want bash or zsh", shell)
+			}
+			_, err := fmt.Fprint(c.App.Writer, script)
+			return err
+		},
+	}
 }
 
 // completionScripts ask the binary itself for candidates through urfave/cli's

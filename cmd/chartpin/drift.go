@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,25 +13,22 @@ import (
 	"github.com/chartpin/chartpin/ghactions"
 )
 
-func init() {
-	register(func() *cli.Command {
-		return &cli.Command{
-			Name:      "drift",
-			Usage:     "read-only: does each pin's float still resolve to it? ok / DRIFT / UNRESOLVED / UNWATCHABLE / ACKNOWLEDGED",
-			ArgsUsage: "[CHART_DIR...]",
-			Flags: append(resolverFlags(),
-				&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present; pins it lacks are discovered too)"},
-				&cli.BoolFlag{Name: "show-tags", Usage: "for drifted pins, list the tags that share the new digest (lists tags: GET requests)"},
-				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json|markdown"},
-			),
-			Action: runDrift,
-		}
-	})
+func driftCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "drift",
+		Usage:     "read-only: does each pin's float still resolve to it? ok / DRIFT / UNRESOLVED / UNWATCHABLE / ACKNOWLEDGED",
+		ArgsUsage: "[CHART_DIR...]",
+		Flags: append(resolverFlags(),
+			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present; pins it lacks are discovered too)"},
+			&cli.BoolFlag{Name: "show-tags", Usage: "for drifted pins, list the tags that share the new digest (lists tags: GET requests)"},
+			outputFlag(),
+		),
+		Action: runDrift,
+	}
 }
 
 func runDrift(c *cli.Context) error {
-	out, err := outputFormat(c, "text", "json", "markdown")
-	if err != nil {
+	if _, err := format(c); err != nil {
 		return err
 	}
 	cfg, err := checkConfig(c.String("config"))
@@ -59,10 +57,14 @@ func runDrift(c *cli.Context) error {
 	if err := r.Finish(); err != nil {
 		return err
 	}
-	err = printCheck(c, out, rep,
-		func() string { return drift.Markdown(rep, relToCwd) },
-		func(w io.Writer) error { return drift.WriteText(w, rep, relToCwd) },
-		func(gh *ghactions.Runner) ghactions.Report { return drift.Actions(rep, gh.RelPath) })
+	err = show(c, view{value: rep,
+		text: func(w io.Writer) error { return drift.WriteText(w, rep, relToCwd) },
+		markdown: func(w io.Writer) error {
+			_, err := io.WriteString(w, drift.Markdown(rep, relToCwd))
+			return err
+		},
+		actions: func(gh *ghactions.Runner) ghactions.Report { return drift.Actions(rep, gh.RelPath) },
+	})
 	if err != nil {
 		return err
 	}
@@ -88,7 +90,7 @@ func driftTargets(cfg *config.File, dirs []string) ([]drift.Target, error) {
 		if cfg != nil {
 			abs, err := filepath.Abs(d)
 			if err != nil {
-				return nil, usage("chart dir %s: %v", d, err)
+				return nil, fmt.Errorf("chart dir %s: %w", d, err)
 			}
 			t.Config = cfg.Chart(abs) // nil: not configured, watched by discovery
 		}

@@ -2,14 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/registrytest"
 )
 
@@ -142,10 +140,8 @@ func TestDriftJSONStaysParseableInActions(t *testing.T) {
 	t.Setenv("GITHUB_STEP_SUMMARY", "")
 	t.Setenv("GITHUB_OUTPUT", "")
 	var stdout, stderr bytes.Buffer
-	app := newApp()
-	app.Writer, app.ErrWriter = &stdout, &stderr
-	err := app.RunContext(context.Background(), []string{"chartpin", "drift", "--digests", lock, "-o", "json", dir})
-	wantExit(t, failure.Code(err), 1, stdout.String()+stderr.String())
+	code := runTo(&stdout, &stderr, []string{"drift", "--digests", lock, "-o", "json", dir})
+	wantExit(t, code, 1, stdout.String()+stderr.String())
 	var rep struct {
 		Offline bool `json:"offline"`
 		Items   []struct {
@@ -153,7 +149,7 @@ func TestDriftJSONStaysParseableInActions(t *testing.T) {
 		} `json:"items"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("stdout is not one JSON document: %v\n%s", err, stdout.String())
+		t.Fatalf("stdout is not one JSON document: %v\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	if !rep.Offline || len(rep.Items) != 1 || rep.Items[0].Status != "DRIFT" {
 		t.Errorf("json: %+v", rep)

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -13,22 +11,20 @@ import (
 	"github.com/chartpin/chartpin/guard"
 )
 
-func init() {
-	register(func() *cli.Command {
-		return &cli.Command{
-			Name:      "guard",
-			Usage:     "refuse chart changes since --base without a semver version bump (read-only)",
-			ArgsUsage: "[CHART_DIR...]",
-			Flags: append(resolverFlags(),
-				&cli.StringFlag{Name: "base", Usage: "compare with this git `REF` (e.g. origin/main)"},
-				&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present)"},
-				&cli.StringFlag{Name: "index", Usage: "refuse a version already in this index.yaml (`URL|FILE`)"},
-				&cli.StringFlag{Name: "oci", Usage: "refuse a version already pushed to `oci://HOST/PATH`"},
-				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json|markdown"},
-			),
-			Action: runGuard,
-		}
-	})
+func guardCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "guard",
+		Usage:     "refuse chart changes since --base without a semver version bump (read-only)",
+		ArgsUsage: "[CHART_DIR...]",
+		Flags: append(resolverFlags(),
+			&cli.StringFlag{Name: "base", Usage: "compare with this git `REF` (e.g. origin/main)"},
+			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present)"},
+			&cli.StringFlag{Name: "index", Usage: "refuse a version already in this index.yaml (`URL|FILE`)"},
+			&cli.StringFlag{Name: "oci", Usage: "refuse a version already pushed to `oci://HOST/PATH`"},
+			outputFlag(),
+		),
+		Action: runGuard,
+	}
 }
 
 func runGuard(c *cli.Context) error {
@@ -36,8 +32,7 @@ func runGuard(c *cli.Context) error {
 	if base == "" {
 		return usage("guard: --base REF is required, e.g. chartpin guard --base origin/main")
 	}
-	out, err := outputFormat(c, "text", "json", "markdown")
-	if err != nil {
+	if _, err := format(c); err != nil {
 		return err
 	}
 	if oci := c.String("oci"); oci != "" && !strings.HasPrefix(oci, "oci://") {
@@ -69,10 +64,14 @@ func runGuard(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	err = printCheck(c, out, res,
-		func() string { return guard.Markdown(res) },
-		func(w io.Writer) error { return guard.WriteText(w, res) },
-		func(*ghactions.Runner) ghactions.Report { return guard.Actions(res) })
+	err = show(c, view{value: res,
+		text: func(w io.Writer) error { return guard.WriteText(w, res) },
+		markdown: func(w io.Writer) error {
+			_, err := io.WriteString(w, guard.Markdown(res))
+			return err
+		},
+		actions: func(*ghactions.Runner) ghactions.Report { return guard.Actions(res) },
+	})
 	if err != nil {
 		return err
 	}
@@ -89,34 +88,4 @@ func checkConfig(path string) (*config.File, error) {
 		path = found
 	}
 	return config.Load(path)
-}
-
-// printCheck prints a read-only check's report as text, markdown or JSON and
-// emits its GitHub Actions annotations, summary and outputs. JSON stays
-// machine-readable: no stop-commands around it (a JSON line cannot start
-// with "::"), and the annotations go to stderr, which the runner reads for
-// workflow commands too.
-func printCheck(c *cli.Context, out string, report any, markdown func() string, text func(io.Writer) error,
-	actions func(*ghactions.Runner) ghactions.Report) error {
-	gh := ghactions.FromEnv(os.Getenv)
-	annotations := c.App.Writer
-	var err error
-	if out == "json" {
-		annotations = c.App.ErrWriter
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(report)
-	} else {
-		err = gh.Untrusted(c.App.Writer, func(w io.Writer) error {
-			if out == "markdown" {
-				_, err := io.WriteString(w, markdown())
-				return err
-			}
-			return text(w)
-		})
-	}
-	if err != nil {
-		return err
-	}
-	return gh.Emit(annotations, actions(gh))
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -14,33 +12,30 @@ import (
 	"github.com/chartpin/chartpin/pin"
 )
 
-func init() {
-	register(func() *cli.Command {
-		return &cli.Command{
-			Name:      "pin",
-			Usage:     "resolve every image a chart declares, write the pins into values.yaml, bump version+appVersion",
-			ArgsUsage: "[CHART_DIR...]",
-			Description: "With ./chartpin.yaml (or --config) exactly the configured images are pinned; without one,\n" +
-				"every pin key in each CHART_DIR's values.yaml is discovered, and keys that cannot be resolved by\n" +
-				"construction (no repository, no tag) are listed as SKIPPED. Nothing is written unless every image\n" +
-				"that would be pinned resolves and every policy holds (a refusal exits 1 and is listed in the plan,\n" +
-				"which --dry-run always prints); a held pin or a false when: stays and the others move. A new pin\n" +
-				"must be an index covering every platform of the pin it replaces. A second run changes nothing.\n" +
-				"Inside GitHub Actions it writes\n" +
-				"the outputs changed and version (one chart), the change table to the step summary, and a warning\n" +
-				"for every pin it cannot pin and every old-digest copy it leaves.",
-			Flags: append(pinFlags(),
-				&cli.BoolFlag{Name: "dry-run", Usage: "print a unified diff, write nothing"},
-				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json|markdown"},
-			),
-			Action: runPin,
-		}
-	})
+func pinCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "pin",
+		Usage:     "resolve every image a chart declares, write the pins into values.yaml, bump version+appVersion",
+		ArgsUsage: "[CHART_DIR...]",
+		Description: "With ./chartpin.yaml (or --config) exactly the configured images are pinned; without one,\n" +
+			"every pin key in each CHART_DIR's values.yaml is discovered, and keys that cannot be resolved by\n" +
+			"construction (no repository, no tag) are listed as SKIPPED. Nothing is written unless every image\n" +
+			"that would be pinned resolves and every policy holds (a refusal exits 1 and is listed in the plan,\n" +
+			"which --dry-run always prints); a held pin or a false when: stays and the others move. A new pin\n" +
+			"must be an index covering every platform of the pin it replaces. A second run changes nothing.\n" +
+			"Inside GitHub Actions it writes\n" +
+			"the outputs changed and version (one chart), the change table to the step summary, and a warning\n" +
+			"for every pin it cannot pin and every old-digest copy it leaves.",
+		Flags: append(pinFlags(),
+			&cli.BoolFlag{Name: "dry-run", Usage: "print a unified diff, write nothing"},
+			outputFlag(),
+		),
+		Action: runPin,
+	}
 }
 
 func runPin(c *cli.Context) error {
-	out, err := outputFormat(c, "text", "json", "markdown")
-	if err != nil {
+	if _, err := format(c); err != nil {
 		return err
 	}
 	opts, err := pinOptions(c)
@@ -68,33 +63,23 @@ func runPin(c *cli.Context) error {
 			}
 		}
 	}
-	gh := ghactions.FromEnv(os.Getenv)
-	w, annotations := c.App.Writer, c.App.Writer
-	if out == "json" {
-		// JSON escapes every control character, so no line of it can start
-		// a workflow command; stdout stays one parseable document.
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+	dry := opts.DryRun
+	if err := show(c, view{value: res, dryRun: dry,
+		text: func(w io.Writer) error {
+			if dry {
+				if _, err := io.WriteString(w, res.Diff()); err != nil {
+					return err
+				}
+			}
+			_, err := io.WriteString(w, res.Text())
 			return err
-		}
-		annotations = c.App.ErrWriter
-	} else if err := gh.Untrusted(w, func(w io.Writer) error {
-		if out == "markdown" {
+		},
+		markdown: func(w io.Writer) error {
 			_, err := io.WriteString(w, res.Markdown())
 			return err
-		}
-		if c.Bool("dry-run") {
-			if _, err := io.WriteString(w, res.Diff()); err != nil {
-				return err
-			}
-		}
-		_, err := io.WriteString(w, res.Text())
-		return err
+		},
+		actions: func(gh *ghactions.Runner) ghactions.Report { return pinReport(gh, res, dry) },
 	}); err != nil {
-		return err
-	}
-	if err := gh.Emit(annotations, pinReport(gh, res, c.Bool("dry-run"))); err != nil {
 		return err
 	}
 	return refused

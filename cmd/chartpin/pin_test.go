@@ -60,9 +60,9 @@ func TestPinCommand(t *testing.T) {
 		Changed bool     `json:"changed"`
 		Files   []string `json:"files"`
 		Charts  []struct {
-			NewVersion string `json:"newVersion"`
+			NewVersion string `json:"new_version"`
 			Pins       []struct {
-				NewDigest string `json:"newDigest"`
+				NewDigest string `json:"new_digest"`
 				Changed   bool   `json:"changed"`
 			} `json:"pins"`
 		} `json:"charts"`

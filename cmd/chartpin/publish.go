@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -16,44 +15,41 @@ import (
 	"github.com/chartpin/chartpin/resolver"
 )
 
-func init() {
-	register(func() *cli.Command {
-		return &cli.Command{
-			Name:      "publish",
-			Usage:     "package a chart; add it to an index.yaml and/or push it to OCI; never overwrite a published version",
-			ArgsUsage: "CHART_DIR",
-			Description: "The same version with identical bytes is a no-op (exit 0); with other bytes it is refused\n" +
-				"(exit 1). Prereleases never enter the stable index: give them --prerelease-index. The index\n" +
-				"is re-read and checked after every write.",
-			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "index-dir", Usage: "Helm repository `DIR` (index.yaml and tarballs)"},
-				&cli.StringFlag{Name: "pages-branch", Usage: "Helm repository on git `BRANCH` (e.g. gh-pages) of --remote, pushed with GITHUB_TOKEN"},
-				&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` holding --pages-branch"},
-				&cli.StringFlag{Name: "base-url", Usage: "`URL` the index's tarball URLs point to"},
-				&cli.StringFlag{Name: "oci", Usage: "OCI target `oci://HOST/PATH` (the chart lands at PATH/NAME:VERSION)"},
-				&cli.StringFlag{Name: "prerelease-index", Usage: "where prereleases go: a `DIR` (or a path inside --pages-branch), never the stable index's place"},
-				&cli.StringFlag{Name: "prerelease-base-url", Usage: "`URL` the prerelease index's tarball URLs point to (default: --base-url plus --prerelease-index's path below the stable root; required when it lies elsewhere)"},
-				&cli.StringFlag{Name: "version", Usage: "expected chart `VERSION`; refused unless Chart.yaml says the same"},
-				&cli.StringFlag{Name: "app-version", Usage: "expected `APPVERSION`; refused unless Chart.yaml says the same"},
-				&cli.BoolFlag{Name: "sign", Usage: "write a provenance file (.prov) signed with --key"},
-				&cli.StringFlag{Name: "key", Usage: "signing key `NAME` in --keyring"},
-				&cli.StringFlag{Name: "keyring", Usage: "secret keyring `FILE` (default ~/.gnupg/secring.gpg)"},
-				&cli.StringFlag{Name: "passphrase-file", Usage: "`FILE` holding the signing key's passphrase"},
-				&cli.StringFlag{Name: "deprecate", Usage: "instead of publishing, mark the published `VERSION` deprecated at every target: upgrades never take it and move edges running it to the newest non-deprecated version"},
-				&cli.StringFlag{Name: "undeprecate", Usage: "instead of publishing, withdraw the deprecation of `VERSION`"},
-				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
-			},
-			Action: runPublish,
-		}
-	})
+func publishCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "publish",
+		Usage:     "package a chart; add it to an index.yaml and/or push it to OCI; never overwrite a published version",
+		ArgsUsage: "CHART_DIR",
+		Description: "The same version with identical bytes is a no-op (exit 0); with other bytes it is refused\n" +
+			"(exit 1). Prereleases never enter the stable index: give them --prerelease-index. The index\n" +
+			"is re-read and checked after every write.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "index-dir", Usage: "Helm repository `DIR` (index.yaml and tarballs)"},
+			&cli.StringFlag{Name: "pages-branch", Usage: "Helm repository on git `BRANCH` (e.g. gh-pages) of --remote, pushed with GITHUB_TOKEN"},
+			&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` holding --pages-branch"},
+			&cli.StringFlag{Name: "base-url", Usage: "`URL` the index's tarball URLs point to"},
+			&cli.StringFlag{Name: "oci", Usage: "OCI target `oci://HOST/PATH` (the chart lands at PATH/NAME:VERSION)"},
+			&cli.StringFlag{Name: "prerelease-index", Usage: "where prereleases go: a `DIR` (or a path inside --pages-branch), never the stable index's place"},
+			&cli.StringFlag{Name: "prerelease-base-url", Usage: "`URL` the prerelease index's tarball URLs point to (default: --base-url plus --prerelease-index's path below the stable root; required when it lies elsewhere)"},
+			&cli.StringFlag{Name: "version", Usage: "expected chart `VERSION`; refused unless Chart.yaml says the same"},
+			&cli.StringFlag{Name: "app-version", Usage: "expected `APPVERSION`; refused unless Chart.yaml says the same"},
+			&cli.BoolFlag{Name: "sign", Usage: "write a provenance file (.prov) signed with --key"},
+			&cli.StringFlag{Name: "key", Usage: "signing key `NAME` in --keyring"},
+			&cli.StringFlag{Name: "keyring", Usage: "secret keyring `FILE` (default ~/.gnupg/secring.gpg)"},
+			&cli.StringFlag{Name: "passphrase-file", Usage: "`FILE` holding the signing key's passphrase"},
+			&cli.StringFlag{Name: "deprecate", Usage: "instead of publishing, mark the published `VERSION` deprecated at every target: upgrades never take it and move edges running it to the newest non-deprecated version"},
+			&cli.StringFlag{Name: "undeprecate", Usage: "instead of publishing, withdraw the deprecation of `VERSION`"},
+			outputFlag(),
+		},
+		Action: runPublish,
+	}
 }
 
 func runPublish(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usage("publish takes exactly one CHART_DIR, got %d", c.NArg())
 	}
-	out, err := outputFormat(c, "text", "json")
-	if err != nil {
+	if _, err := format(c); err != nil {
 		return err
 	}
 	dir := c.Args().First()
@@ -68,7 +64,7 @@ func runPublish(c *cli.Context) error {
 	if auth := os.Getenv("CHARTPIN_REGISTRY_AUTH"); auth != "" {
 		host, user, pass, err := resolver.ParseRegistryAuth(auth)
 		if err != nil {
-			return usage("%v", err)
+			return usage("CHARTPIN_REGISTRY_AUTH: %w", err)
 		}
 		// A scoped credential goes only to its own registry.
 		ociHost, _, _ := strings.Cut(strings.TrimPrefix(o.OCI, "oci://"), "/")
@@ -92,44 +88,38 @@ func runPublish(c *cli.Context) error {
 		repo, err := gitops.Open(dir, gitops.WithRemote(c.String("remote")), gitops.WithToken(os.Getenv("GITHUB_TOKEN")),
 			gitops.WithLogger(log), gitops.WithTimeout(c.Duration("timeout")))
 		if err != nil {
-			return usage("--pages-branch: %v", err)
+			return fmt.Errorf("--pages-branch: %w", err)
 		}
 		o.Repo = repo
 	}
 	ctx, cancel := commandContext(c)
 	defer cancel()
 	if c.IsSet("deprecate") || c.IsSet("undeprecate") {
-		return runDeprecate(c, ctx, dir, out, o)
+		return runDeprecate(c, ctx, dir, o)
 	}
 	res, err := publish.Publish(ctx, dir, o)
 	if err != nil {
 		return err
 	}
-	gh := ghactions.FromEnv(os.Getenv)
-	if err := gh.Untrusted(c.App.Writer, func(w io.Writer) error {
-		if out == "json" {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(publishView(res))
-		}
-		return writePublishText(w, res)
-	}); err != nil {
-		return err
-	}
-	rep := ghactions.Report{Outputs: []ghactions.Output{
-		{Name: "version", Value: res.Version},
-		{Name: "digest", Value: "sha256:" + res.Digest},
-	}}
-	if res.OCI != nil {
-		rep.Outputs = append(rep.Outputs, ghactions.Output{Name: "oci-ref", Value: res.OCI.Ref})
-	}
-	return gh.Emit(c.App.Writer, rep)
+	return show(c, view{value: publishView(res),
+		text: func(w io.Writer) error { return writePublishText(w, res) },
+		actions: func(*ghactions.Runner) ghactions.Report {
+			rep := ghactions.Report{Outputs: []ghactions.Output{
+				{Name: "version", Value: res.Version},
+				{Name: "digest", Value: "sha256:" + res.Digest},
+			}}
+			if res.OCI != nil {
+				rep.Outputs = append(rep.Outputs, ghactions.Output{Name: "oci-ref", Value: res.OCI.Ref})
+			}
+			return rep
+		},
+	})
 }
 
 type publishJSON struct {
 	Name       string               `json:"name"`
 	Version    string               `json:"version"`
-	AppVersion string               `json:"appVersion"`
+	AppVersion string               `json:"app_version"`
 	Prerelease bool                 `json:"prerelease"`
 	Filename   string               `json:"filename"`
 	Digest     string               `json:"digest"`
@@ -177,7 +167,7 @@ func writePublishText(w io.Writer, r *publish.Result) error {
 }
 
 // runDeprecate marks a published version deprecated, or withdraws that.
-func runDeprecate(c *cli.Context, ctx context.Context, dir, out string, o publish.Options) error {
+func runDeprecate(c *cli.Context, ctx context.Context, dir string, o publish.Options) error {
 	version, deprecated := c.String("deprecate"), true
 	switch {
 	case c.IsSet("deprecate") && c.IsSet("undeprecate"):
@@ -192,12 +182,7 @@ func runDeprecate(c *cli.Context, ctx context.Context, dir, out string, o publis
 	if err != nil {
 		return err
 	}
-	return ghactions.FromEnv(os.Getenv).Untrusted(c.App.Writer, func(w io.Writer) error {
-		if out == "json" {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
-		}
+	return show(c, view{value: res, text: func(w io.Writer) error {
 		if res.Index != nil {
 			fmt.Fprintf(w, "%s %s: index %s: %s (%d entries, tarballs untouched)", res.Name, res.Version, res.Index.Location, marked(res.Index.Action), res.Index.Entries)
 			if res.Index.Commit != "" {
@@ -213,7 +198,7 @@ func runDeprecate(c *cli.Context, ctx context.Context, dir, out string, o publis
 			fmt.Fprintln(w, ")")
 		}
 		return nil
-	})
+	}})
 }
 
 // marked spells a deprecation action out for a terminal.

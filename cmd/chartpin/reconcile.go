@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,44 +17,40 @@ import (
 	"github.com/chartpin/chartpin/resolver"
 )
 
-func init() {
-	register(func() *cli.Command {
-		return &cli.Command{
-			Name:  "reconcile",
-			Usage: "one in-cluster digest-on-update tick: re-image workloads that run an older digest than their tag names",
-			Description: `Reads the targets file the library chart renders, resolves each floating tag once,
+func reconcileCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "reconcile",
+		Usage: "one in-cluster digest-on-update tick: re-image workloads that run an older digest than their tag names",
+		Description: `Reads the targets file the library chart renders, resolves each floating tag once,
 compares with what each workload runs (spec image and ready pods' imageID) and re-images
 by digest with one patch per workload, then waits for the rollouts. Exit 1 on any read
 error, stuck rollout, skip streak or lockout. The tick's budget is --deadline (the global
 --timeout does not apply: it would undercut the rollout wait). Re-arm a locked-out workload with:
   kubectl -n NAMESPACE annotate deployment/NAME ` + reconcile.AttemptsAnnotation + `-`,
-			Flags: append(resolverFlags(),
-				&cli.StringFlag{Name: "targets", Usage: "targets `FILE` (the chart's ConfigMap key targets.yaml)"},
-				&cli.StringFlag{Name: "kubeconfig", EnvVars: []string{"KUBECONFIG"}, Usage: "kubeconfig `FILE` (default: the in-cluster config)"},
-				&cli.BoolFlag{Name: "dry-run", Usage: "decide and print, change nothing"},
-				&cli.DurationFlag{Name: "rollout-timeout", Value: 10 * time.Minute, Usage: "wait this long for each re-imaged workload (they roll out in parallel)"},
-				&cli.DurationFlag{Name: "deadline", Value: 20 * time.Minute, Usage: "deadline for the whole tick; must exceed --rollout-timeout"},
-				&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "deadline for each API request"},
-				&cli.IntFlag{Name: "max-skips", Value: 4, Usage: "fail once a workload was not settled on more than this many ticks in a row"},
-				&cli.IntFlag{Name: "max-attempts", Value: 3, Usage: "lock a workload out after this many re-images without a completed rollout"},
-				&cli.DurationFlag{Name: "jitter", Usage: "wait a fixed per-edge delay in [0, `WINDOW`) before the first request, so a fleet's ticks spread out"},
-				&cli.StringFlag{Name: "jitter-key", Usage: "derive the --jitter delay from `KEY` (default: the ServiceAccount's namespace/UID from its token)"},
-				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
-			),
-			Action: runReconcile,
-		}
-	})
+		Flags: append(resolverFlags(),
+			&cli.StringFlag{Name: "targets", Usage: "targets `FILE` (the chart's ConfigMap key targets.yaml)"},
+			&cli.StringFlag{Name: "kubeconfig", EnvVars: []string{"KUBECONFIG"}, Usage: "kubeconfig `FILE` (default: the in-cluster config)"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "decide and print, change nothing"},
+			&cli.DurationFlag{Name: "rollout-timeout", Value: 10 * time.Minute, Usage: "wait this long for each re-imaged workload (they roll out in parallel)"},
+			&cli.DurationFlag{Name: "deadline", Value: 20 * time.Minute, Usage: "deadline for the whole tick; must exceed --rollout-timeout"},
+			&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "deadline for each API request"},
+			&cli.IntFlag{Name: "max-skips", Value: 4, Usage: "fail once a workload was not settled on more than this many ticks in a row"},
+			&cli.IntFlag{Name: "max-attempts", Value: 3, Usage: "lock a workload out after this many re-images without a completed rollout"},
+			&cli.DurationFlag{Name: "jitter", Usage: "wait a fixed per-edge delay in [0, `WINDOW`) before the first request, so a fleet's ticks spread out"},
+			&cli.StringFlag{Name: "jitter-key", Usage: "derive the --jitter delay from `KEY` (default: the ServiceAccount's namespace/UID from its token)"},
+			outputFlag(),
+		),
+		Action: runReconcile,
+	}
 }
 
 type reconcileOutput struct {
 	*reconcile.Result
 	Requests resolver.Stats `json:"requests"`
-	Error    string         `json:"error,omitempty"`
 }
 
 func runReconcile(c *cli.Context) error {
-	out, err := outputFormat(c, "text", "json")
-	if err != nil {
+	if _, err := format(c); err != nil {
 		return err
 	}
 	if c.String("targets") == "" {
@@ -68,6 +64,7 @@ func runReconcile(c *cli.Context) error {
 	if jitter > 0 {
 		key := c.String("jitter-key")
 		if key == "" {
+			var err error
 			if key, err = reconcile.ServiceAccountKey(serviceAccountToken); err != nil {
 				return usage("--jitter: %w", err)
 			}
@@ -86,7 +83,7 @@ func runReconcile(c *cli.Context) error {
 	cfg.UserAgent = "chartpin/" + version + " reconcile"
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return usage("kubernetes client: %v", err)
+		return usage("kubernetes client: %w", err)
 	}
 	pull := reconcile.NewPullSecrets()
 	res, err := newResolver(c, pull)
@@ -105,7 +102,7 @@ func runReconcile(c *cli.Context) error {
 		reconcile.WithInstance(os.Getenv("HOSTNAME")),
 	)
 	if err != nil {
-		return usage("%v", err)
+		return usage("%w", err)
 	}
 	// The tick's own budget: the global --timeout (5m) would undercut the rollout wait.
 	ctx, cancel := context.WithTimeout(c.Context, deadline)
@@ -117,27 +114,22 @@ func runReconcile(c *cli.Context) error {
 	if result == nil {
 		return tickErr
 	}
-	if out == "json" {
-		o := reconcileOutput{Result: result, Requests: res.Stats()}
-		if tickErr != nil {
-			o.Error = tickErr.Error()
-		}
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(o); err != nil {
-			return err
-		}
-		return tickErr
-	}
-	// One structured line per decision, then a summary.
-	log := slog.New(slog.NewTextHandler(c.App.Writer, nil))
-	for _, d := range result.Decisions {
-		log.Info("decision", "target", d.Target, "workload", d.Workload, "container", d.Container,
-			"running", d.Running, "latest", d.Latest, "action", string(d.Action), "image", d.Image, "reason", d.Reason, "dryRun", d.DryRun)
-	}
 	st := res.Stats()
-	log.Info("tick", "targets", len(f.Targets), "patched", len(result.Patched), "rolledOut", len(result.RolledOut),
-		"registryHEAD", st.HEAD, "registryGET", st.GET, "ok", tickErr == nil)
+	if err := show(c, view{value: reconcileOutput{Result: result, Requests: st}, dryRun: c.Bool("dry-run"),
+		text: func(w io.Writer) error {
+			// One structured line per decision, then a summary.
+			log := slog.New(slog.NewTextHandler(w, nil))
+			for _, d := range result.Decisions {
+				log.Info("decision", "target", d.Target, "workload", d.Workload, "container", d.Container,
+					"running", d.Running, "latest", d.Latest, "action", string(d.Action), "image", d.Image, "reason", d.Reason, "dryRun", d.DryRun)
+			}
+			log.Info("tick", "targets", len(f.Targets), "patched", len(result.Patched), "rolledOut", len(result.RolledOut),
+				"registryHEAD", st.HEAD, "registryGET", st.GET, "ok", tickErr == nil)
+			return nil
+		},
+	}); err != nil {
+		return err
+	}
 	return tickErr
 }
 
@@ -149,14 +141,14 @@ func kubeConfig(path string) (*rest.Config, error) {
 	if path == "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
-			return nil, usage("no in-cluster config (%v); outside a cluster pass --kubeconfig FILE or set KUBECONFIG", err)
+			return nil, usage("no in-cluster config: %w; outside a cluster pass --kubeconfig FILE or set KUBECONFIG", err)
 		}
 		return cfg, nil
 	}
 	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(path)}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, usage("kubeconfig %s: %v", path, err)
+		return nil, usage("kubeconfig %s: %w", path, err)
 	}
 	return cfg, nil
 }

@@ -15,36 +15,38 @@ import (
 	"github.com/chartpin/chartpin/release"
 )
 
-func init() {
-	register(func() *cli.Command {
-		return &cli.Command{
-			Name:      "release",
-			Usage:     "pin, commit the changed files on a branch, push it, open or update one pull request",
-			ArgsUsage: "[CHART_DIR...]",
-			Description: "Plans chartpin pin on the working tree, commits only the files it would change on\n" +
-				"--branch (on top of HEAD; the checkout is left untouched), pushes it and opens or updates the pull\n" +
-				"request against --base. Nothing changed: no commit, no push, no editing API call. A branch\n" +
-				"someone else pushed to is never overwritten. GITHUB_TOKEN authenticates the push (HTTPS)\n" +
-				"and the API; it is never printed.",
-			Flags: append(pinFlags(),
-				&cli.BoolFlag{Name: "dry-run", Usage: "show the diff, the commit and the pull request; write and push nothing"},
-				&cli.StringFlag{Name: "branch", Value: "chartpin/pins", Usage: "release `BRANCH` to commit on and push"},
-				&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` to push to"},
-				&cli.StringFlag{Name: "base", Value: "main", Usage: "pull request base `BRANCH`"},
-				&cli.StringSliceFlag{Name: "label", Usage: "pull request `LABEL` (repeatable)"},
-				&cli.StringFlag{Name: "github-api", Value: "https://api.github.com", Usage: "GitHub REST API `URL`"},
-				&cli.StringFlag{Name: "repo", Usage: "GitHub `OWNER/NAME` (default: from the remote URL)"},
-				&cli.StringFlag{Name: "ssh-key", Usage: "private key `FILE` for an SSH remote"},
-				&cli.StringFlag{Name: "committer", Value: "chartpin <chartpin@users.noreply.github.com>", Usage: "`NAME <EMAIL>` of the release commit"},
-			),
-			Action: runRelease,
-		}
-	})
+func releaseCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "release",
+		Usage:     "pin, commit the changed files on a branch, push it, open or update one pull request",
+		ArgsUsage: "[CHART_DIR...]",
+		Description: "Plans chartpin pin on the working tree, commits only the files it would change on\n" +
+			"--branch (on top of HEAD; the checkout is left untouched), pushes it and opens or updates the pull\n" +
+			"request against --base. Nothing changed: no commit, no push, no editing API call. A branch\n" +
+			"someone else pushed to is never overwritten. GITHUB_TOKEN authenticates the push (HTTPS)\n" +
+			"and the API; it is never printed.",
+		Flags: append(pinFlags(),
+			&cli.BoolFlag{Name: "dry-run", Usage: "show the diff, the commit and the pull request; write and push nothing (works without the remote)"},
+			outputFlag(),
+			&cli.StringFlag{Name: "branch", Value: "chartpin/pins", Usage: "release `BRANCH` to commit on and push"},
+			&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` to push to"},
+			&cli.StringFlag{Name: "base", Value: "main", Usage: "pull request base `BRANCH`"},
+			&cli.StringSliceFlag{Name: "label", Usage: "pull request `LABEL` (repeatable)"},
+			&cli.StringFlag{Name: "github-api", Value: "https://api.github.com", Usage: "GitHub REST API `URL`"},
+			&cli.StringFlag{Name: "repo", Usage: "GitHub `OWNER/NAME` (default: from the remote URL)"},
+			&cli.StringFlag{Name: "ssh-key", Usage: "private key `FILE` for an SSH remote"},
+			&cli.StringFlag{Name: "committer", Value: "chartpin <chartpin@users.noreply.github.com>", Usage: "`NAME <EMAIL>` of the release commit"},
+		),
+		Action: runRelease,
+	}
 }
 
 var committerRE = regexp.MustCompile(`^([^<>]+?)\s*<([^<>\s]+)>$`)
 
 func runRelease(c *cli.Context) error {
+	if _, err := format(c); err != nil {
+		return err
+	}
 	pinOpts, err := pinOptions(c)
 	if err != nil {
 		return err
@@ -71,7 +73,7 @@ func runRelease(c *cli.Context) error {
 	}
 	repo, err := gitops.Open(start, gopts...)
 	if err != nil {
-		return usage("%v", err)
+		return err
 	}
 	var prs pullrequest.Service
 	if token != "" {
@@ -79,17 +81,17 @@ func runRelease(c *cli.Context) error {
 		if c.String("repo") == "" {
 			remote, err := repo.RemoteURL()
 			if err != nil {
-				return usage("%v", err)
+				return usage("%w; or pass --repo OWNER/NAME", err)
 			}
 			if owner, name, err = pullrequest.RepoFromRemote(remote); err != nil {
-				return usage("%v", err)
+				return usage("%w; pass --repo OWNER/NAME", err)
 			}
 		} else if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
 			return usage("--repo %q: want OWNER/NAME", c.String("repo"))
 		}
 		gh, err := pullrequest.NewGitHub(owner, name, token, pullrequest.WithAPI(c.String("github-api")), pullrequest.WithLogger(log))
 		if err != nil {
-			return usage("%v", err)
+			return usage("%w", err)
 		}
 		prs = gh
 	}
@@ -111,13 +113,18 @@ func runRelease(c *cli.Context) error {
 	if err := r.Finish(); err != nil {
 		return err
 	}
-	gh := ghactions.FromEnv(os.Getenv)
-	if err := gh.Untrusted(c.App.Writer, func(w io.Writer) error {
-		_, err := io.WriteString(w, rep.Text())
-		return err
-	}); err != nil {
-		return err
-	}
+	return show(c, view{value: rep, dryRun: dry,
+		text: func(w io.Writer) error {
+			_, err := io.WriteString(w, rep.Text())
+			return err
+		},
+		actions: func(*ghactions.Runner) ghactions.Report { return releaseReport(rep) },
+	})
+}
+
+// releaseReport is what release hands to GitHub Actions: outputs changed,
+// commit, pushed and the pull request, and its body as the step summary.
+func releaseReport(rep *release.Report) ghactions.Report {
 	out := ghactions.Report{Outputs: []ghactions.Output{
 		{Name: "changed", Value: strconv.FormatBool(!rep.Nothing)},
 		{Name: "commit", Value: rep.Commit},
@@ -131,5 +138,5 @@ func runRelease(c *cli.Context) error {
 	if !rep.Nothing {
 		out.Summary = "## chartpin release\n\n" + rep.Body
 	}
-	return gh.Emit(c.App.Writer, out)
+	return out
 }

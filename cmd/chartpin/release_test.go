@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,5 +133,44 @@ func TestPublishCommand(t *testing.T) {
 	os.WriteFile(filepath.Join(chart, "values.yaml"), []byte("image:\n  repository: registry.example.com/team/app\n  tag: \"2.2\"\n  digest: \"\"\n"), 0o644)
 	if code, out := runCombined(t, "publish", "--index-dir", repo, chart); code != 1 || !strings.Contains(out, "never overwrites") {
 		t.Fatalf("overwrite: exit %d\n%s", code, out)
+	}
+}
+
+// A dry run previews a release with the remote and the API out of reach: it
+// shows the commit (parent, title, files) and the pull request title and
+// body, notes what it could not look up, and exits 0.
+func TestReleaseDryRunWithoutRemote(t *testing.T) {
+	work, _, lock := releaseRepo(t)
+	gitCLI(t, work, "remote", "set-url", "origin", "http://127.0.0.1:1/acme/charts.git")
+	head := strings.TrimSpace(gitCLI(t, work, "rev-parse", "HEAD"))
+	t.Chdir(work)
+	t.Setenv("GITHUB_TOKEN", releaseToken)
+	t.Setenv("GITHUB_ACTIONS", "")
+	for _, token := range []string{releaseToken, ""} {
+		t.Setenv("GITHUB_TOKEN", token)
+		code, out := runCombined(t, "release", "charts/app", "--digests", lock, "--github-api", "http://127.0.0.1:1", "--dry-run")
+		if code != 0 {
+			t.Fatalf("token %q: exit %d\n%s", token, code, out)
+		}
+		for _, want := range []string{
+			"would commit on chartpin/pins (parent " + head[:12] + "):",
+			"chart(app 0.3.1): pin 1 image to index digests", "charts/app/values.yaml",
+			"note: remote branch chartpin/pins not looked up",
+			"pull request body:", "+  digest: \"sha256:abab",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("token %q: output lacks %q:\n%s", token, want, out)
+			}
+		}
+	}
+	stdout, errOut, code := runCLI(t, "release", "charts/app", "--digests", lock, "--dry-run", "-o", "json")
+	var doc struct {
+		DryRun bool   `json:"dry_run"`
+		Parent string `json:"parent"`
+		Title  string `json:"title"`
+		Body   string `json:"body"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); code != 0 || err != nil || !doc.DryRun || doc.Parent != head || doc.Title == "" || doc.Body == "" {
+		t.Errorf("json: exit %d, %v, %+v\n%s\n%s", code, err, doc, stdout, errOut)
 	}
 }

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -13,19 +14,18 @@ import (
 	"github.com/chartpin/chartpin/resolver"
 )
 
-func init() {
-	register(func() *cli.Command {
-		return &cli.Command{
-			Name:      "resolve",
-			Usage:     "resolve image references to their index digests and platforms",
-			ArgsUsage: "REF...",
-			Flags: append(resolverFlags(),
-				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
-				&cli.StringSliceFlag{Name: "platforms", Usage: "require these platforms (linux/amd64,linux/arm64); a missing one is exit 1"},
-			),
-			Action: runResolve,
-		}
-	})
+func resolveCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "resolve",
+		Usage:     "resolve image references to their index digests and platforms",
+		ArgsUsage: "REF...",
+		Flags: append(resolverFlags(),
+			outputFlag(),
+			&cli.StringSliceFlag{Name: "platforms", Usage: "require these platforms (linux/amd64,linux/arm64); a missing one is exit 1 (reads each index: one GET per digest)"},
+			&cli.BoolFlag{Name: "show-platforms", Usage: "list each digest's platforms (one GET per digest on top of the HEAD)"},
+		),
+		Action: runResolve,
+	}
 }
 
 // resolverFlags are the flags of every command that resolves images.
@@ -140,8 +140,7 @@ func runResolve(c *cli.Context) error {
 			return usage("resolve: %w", err)
 		}
 	}
-	out, err := outputFormat(c, "text", "json")
-	if err != nil {
+	if _, err := format(c); err != nil {
 		return err
 	}
 	var platforms []string
@@ -156,42 +155,73 @@ func runResolve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	images, err := resolver.ResolveEach(ctx, r, refs, platforms)
+	// A digest costs one HEAD, as with crane digest; platforms cost a GET
+	// per index, so they are read only when asked for (a lock file records
+	// them, so that --platforms can be checked offline).
+	var images []resolver.Image
+	if len(platforms) > 0 || c.Bool("show-platforms") || c.String("write-digests") != "" {
+		images, err = resolver.ResolveEach(ctx, r, refs, platforms)
+	} else {
+		images, err = resolver.ResolveOrdered(ctx, r, refs)
+	}
 	if err == nil {
 		err = r.Finish()
 	}
 	if images == nil { // nothing resolved: only the error to show
 		return err
 	}
-	if out == "json" {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		if werr := enc.Encode(resolveOutput{Images: images, Requests: r.Stats(), Offline: r.Offline()}); werr != nil {
-			return werr
-		}
-		return err
-	}
-	mirrored := false
-	for _, img := range images {
-		mirrored = mirrored || (img.Source != "" && img.Source != img.Ref)
-	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	header := "REF\tDIGEST\tTYPE\tPLATFORMS"
-	if mirrored {
-		header += "\tSOURCE"
-	}
-	fmt.Fprintln(tw, header)
-	for _, img := range images {
-		line := fmt.Sprintf("%s\t%s\t%s\t%s", img.Ref, img.Digest, kind(img), strings.Join(img.Platforms, ","))
-		if mirrored {
-			line += "\t" + img.Source
-		}
-		fmt.Fprintln(tw, line)
-	}
-	if werr := tw.Flush(); werr != nil {
-		return werr
+	res := resolveOutput{Images: images, Requests: r.Stats(), Offline: r.Offline()}
+	if perr := show(c, view{value: res,
+		text:     func(w io.Writer) error { return resolveTable(w, images, "", "  ") },
+		markdown: func(w io.Writer) error { return resolveTable(w, images, "| ", " | ") },
+	}); perr != nil {
+		return perr
 	}
 	return err
+}
+
+// resolveTable prints images as a table: aligned columns for a terminal
+// (sep "  "), or a Markdown table (start "| ", sep " | ").
+func resolveTable(w io.Writer, images []resolver.Image, start, sep string) error {
+	mirrored, platforms := false, false
+	for _, img := range images {
+		mirrored = mirrored || (img.Source != "" && img.Source != img.Ref)
+		platforms = platforms || len(img.Platforms) > 0
+	}
+	header := []string{"REF", "DIGEST", "TYPE"}
+	if platforms {
+		header = append(header, "PLATFORMS")
+	}
+	if mirrored {
+		header = append(header, "SOURCE")
+	}
+	rows := [][]string{header}
+	if start != "" {
+		rows = append(rows, slices.Repeat([]string{"---"}, len(header)))
+	}
+	for _, img := range images {
+		row := []string{img.Ref, img.Digest, kind(img)}
+		if platforms {
+			row = append(row, strings.Join(img.Platforms, ","))
+		}
+		if mirrored {
+			row = append(row, img.Source)
+		}
+		rows = append(rows, row)
+	}
+	if start != "" {
+		for _, row := range rows {
+			if _, err := fmt.Fprintf(w, "%s%s%s\n", start, strings.Join(row, sep), strings.TrimRight(sep, " ")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, row := range rows {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
 }
 
 // kind is "index" or "manifest"; "-" when a lock file did not say.

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -13,44 +13,41 @@ import (
 	"github.com/chartpin/chartpin/upgrade"
 )
 
-func init() {
-	register(func() *cli.Command {
-		return &cli.Command{
-			Name:  "upgrade",
-			Usage: "one auto-upgrade tick: move an installed release to the newest stable chart version that is not deprecated",
-			Description: "Rolls a wedged (pending-*) release back to its last deployed revision first, skips a\n" +
-				"release being uninstalled, and upgrades with reset-then-reuse-values, atomically.\n" +
-				"Deprecated versions (chartpin publish --deprecate) are never taken, and a release running one\n" +
-				"moves to the newest non-deprecated version, even a lower one (a recall). --min-age skips\n" +
-				"versions published too recently (index created, or the OCI manifest's creation annotation).\n" +
-				"Kubernetes access: in-cluster config by default, or --kubeconfig / KUBECONFIG.\n" +
-				"The command deadline (global --timeout) is extended when it would undercut the upgrade.",
-			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "release", Usage: "installed release `NAME`"},
-				&cli.StringFlag{Name: "namespace", Usage: "release `NAMESPACE` (default: the kubeconfig's, or the pod's in-cluster)"},
-				&cli.StringFlag{Name: "repo", Usage: "chart repository `URL` holding index.yaml"},
-				&cli.StringFlag{Name: "oci", Usage: "OCI chart location `oci://HOST/PATH` (the chart is HOST/PATH/CHART)"},
-				&cli.StringFlag{Name: "chart", Usage: "chart `NAME` in the repository"},
-				&cli.DurationFlag{Name: "timeout", Value: upgrade.DefaultTimeout, Usage: "Helm's wait for the rollback and the upgrade (as helm upgrade --timeout)"},
-				&cli.DurationFlag{Name: "request-timeout", Value: upgrade.DefaultRequestTimeout, Usage: "bound on each repository and Kubernetes API request"},
-				&cli.BoolFlag{Name: "allow-prerelease", Usage: "consider prerelease versions (1.2.0-rc.1)"},
-				&cli.DurationFlag{Name: "min-age", Usage: "take only versions published at least `DURATION` ago (a soak, e.g. 24h); a younger one is reported, not an error"},
-				&cli.BoolFlag{Name: "dry-run", Usage: "decide and render, change nothing"},
-				&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `FILE` (default: in-cluster config, or KUBECONFIG)"},
-				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
-			},
-			Action: runUpgrade,
-		}
-	})
+func upgradeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "upgrade",
+		Usage: "one auto-upgrade tick: move an installed release to the newest stable chart version that is not deprecated",
+		Description: "Rolls a wedged (pending-*) release back to its last deployed revision first, skips a\n" +
+			"release being uninstalled, and upgrades with reset-then-reuse-values, atomically.\n" +
+			"Deprecated versions (chartpin publish --deprecate) are never taken, and a release running one\n" +
+			"moves to the newest non-deprecated version, even a lower one (a recall). --min-age skips\n" +
+			"versions published too recently (index created, or the OCI manifest's creation annotation).\n" +
+			"Kubernetes access: in-cluster config by default, or --kubeconfig / KUBECONFIG.\n" +
+			"The command deadline (global --timeout) is extended when it would undercut the upgrade.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "release", Usage: "installed release `NAME`"},
+			&cli.StringFlag{Name: "namespace", Usage: "release `NAMESPACE` (default: the kubeconfig's, or the pod's in-cluster)"},
+			&cli.StringFlag{Name: "repo", Usage: "chart repository `URL` holding index.yaml"},
+			&cli.StringFlag{Name: "oci", Usage: "OCI chart location `oci://HOST/PATH` (the chart is HOST/PATH/CHART)"},
+			&cli.StringFlag{Name: "chart", Usage: "chart `NAME` in the repository"},
+			&cli.DurationFlag{Name: "timeout", Value: upgrade.DefaultTimeout, Usage: "Helm's wait for the rollback and the upgrade (as helm upgrade --timeout)"},
+			&cli.DurationFlag{Name: "request-timeout", Value: upgrade.DefaultRequestTimeout, Usage: "bound on each repository and Kubernetes API request"},
+			&cli.BoolFlag{Name: "allow-prerelease", Usage: "consider prerelease versions (1.2.0-rc.1)"},
+			&cli.DurationFlag{Name: "min-age", Usage: "take only versions published at least `DURATION` ago (a soak, e.g. 24h); a younger one is reported, not an error"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "decide and render, change nothing"},
+			&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `FILE` (default: in-cluster config, or KUBECONFIG)"},
+			outputFlag(),
+		},
+		Action: runUpgrade,
+	}
 }
 
 func runUpgrade(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usage("upgrade takes no arguments, got %q", c.Args().Slice())
 	}
-	output := c.String("output")
-	if output != "text" && output != "json" {
-		return usage("--output %q: want text or json", output)
+	if _, err := format(c); err != nil {
+		return err
 	}
 	log := logger(c)
 	opts := upgrade.Options{
@@ -92,10 +89,10 @@ func runUpgrade(c *cli.Context) error {
 	defer cancel()
 
 	res, err := upgrade.Run(ctx, cfg, opts)
-	if res.Decision != "" || res.Recovered != "" {
-		if perr := printUpgrade(c, output, res); perr != nil && err == nil {
-			err = perr
-		}
+	if perr := show(c, view{value: res, dryRun: opts.DryRun,
+		text: func(w io.Writer) error { return writeUpgradeText(w, res) },
+	}); perr != nil && err == nil {
+		err = perr
 	}
 	return err
 }
@@ -111,13 +108,7 @@ func globalTimeout(c *cli.Context) time.Duration {
 	return 0
 }
 
-func printUpgrade(c *cli.Context, output string, res upgrade.Result) error {
-	w := c.App.Writer
-	if output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
+func writeUpgradeText(w io.Writer, res upgrade.Result) error {
 	if res.Recovered != "" {
 		if _, err := fmt.Fprintf(w, "release %s (namespace %s): %s\n", res.Release, res.Namespace, res.Recovered); err != nil {
 			return err
