@@ -31,6 +31,7 @@ func commands() []*cli.Command {
 		reconcileCommand(),
 		upgradeCommand(),
 		demoCommand(),
+		initCommand(),
 		completionCommand(),
 	}
 }

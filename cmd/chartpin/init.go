@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,34 +11,30 @@ import (
 
 	"github.com/chartpin/chartpin/adopt"
 	"github.com/chartpin/chartpin/config"
-	"github.com/chartpin/chartpin/ghactions"
 )
 
-func init() {
-	register(func() *cli.Command {
-		return &cli.Command{
-			Name:      "init",
-			Usage:     "write a chartpin.yaml from what discovery finds in each chart",
-			ArgsUsage: "[CHART_DIR...]",
-			Description: "One entry per pin found, each under a comment saying what was found (the float, the current\n" +
-				"pin and its platforms). A latest tag and a set pin whose tag now names another digest are held;\n" +
-				"a pin key the chart leaves empty, and one chartpin cannot resolve, are commented out with the\n" +
-				"reason. `chartpin pin` right after init moves nothing the maintainers did not ask for.\n" +
-				"Never overwrites the file: --force replaces it, --dry-run prints it. --digests FILE works offline.",
-			Flags: append(resolverFlags(),
-				&cli.StringFlag{Name: "config", Value: config.FileName, Usage: "the `FILE` to write (dir: entries are relative to it)"},
-				&cli.BoolFlag{Name: "force", Usage: "replace an existing config file"},
-				&cli.BoolFlag{Name: "dry-run", Usage: "print the config, write nothing"},
-				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text|json"},
-			),
-			Action: runInit,
-		}
-	})
+func initCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "init",
+		Usage:     "write a chartpin.yaml from what discovery finds in each chart",
+		ArgsUsage: "[CHART_DIR...]",
+		Description: "One entry per pin found, each under a comment saying what was found (the float, the current\n" +
+			"pin and its platforms). A latest tag and a set pin whose tag now names another digest are held;\n" +
+			"a pin key the chart leaves empty, and one chartpin cannot resolve, are commented out with the\n" +
+			"reason. `chartpin pin` right after init moves nothing the maintainers did not ask for.\n" +
+			"Never overwrites the file: --force replaces it, --dry-run prints it. --digests FILE works offline.",
+		Flags: append(resolverFlags(),
+			&cli.StringFlag{Name: "config", Value: config.FileName, Usage: "the `FILE` to write (dir: entries are relative to it)"},
+			&cli.BoolFlag{Name: "force", Usage: "replace an existing config file"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the config, write nothing"},
+			outputFlag(),
+		),
+		Action: runInit,
+	}
 }
 
 func runInit(c *cli.Context) error {
-	out, err := outputFormat(c, "text", "json")
-	if err != nil {
+	if _, err := format(c); err != nil {
 		return err
 	}
 	dirs := c.Args().Slice()
@@ -64,28 +59,25 @@ func runInit(c *cli.Context) error {
 			return err
 		}
 	}
-	if out == "json" {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			DryRun bool   `json:"dry_run"`
-			Config string `json:"config"`
-			*adopt.Result
-		}{c.Bool("dry-run"), string(res.Data), res})
-	}
-	return ghactions.FromEnv(os.Getenv).Untrusted(c.App.Writer, func(w io.Writer) error {
-		if c.Bool("dry-run") {
-			if _, err := w.Write(res.Data); err != nil {
-				return err
+	dry := c.Bool("dry-run")
+	return show(c, view{value: struct {
+		Config string `json:"config"`
+		*adopt.Result
+	}{string(res.Data), res}, dryRun: dry,
+		text: func(w io.Writer) error {
+			if dry {
+				if _, err := w.Write(res.Data); err != nil {
+					return err
+				}
 			}
-		}
-		verb := "wrote"
-		if c.Bool("dry-run") {
-			verb = "dry run: would write"
-		}
-		_, err := fmt.Fprintf(w, "%s %s: %d to pin, %d held, %d left as they are (commented out)\n",
-			verb, relPath(res.Path), res.Count(adopt.Pin), res.Count(adopt.Hold), res.Count(adopt.Leave))
-		return err
+			verb := "wrote"
+			if dry {
+				verb = "dry run: would write"
+			}
+			_, err := fmt.Fprintf(w, "%s %s: %d to pin, %d held, %d left as they are (commented out)\n",
+				verb, relPath(res.Path), res.Count(adopt.Pin), res.Count(adopt.Hold), res.Count(adopt.Leave))
+			return err
+		},
 	})
 }
 
