@@ -149,7 +149,11 @@ func decide(ctx context.Context, src chartSource, opts Options, now time.Time, c
 	case p.recall:
 		p.reason = fmt.Sprintf("%s is deprecated: moving to the newest non-deprecated version %s%s%s", current, p.target.Original(), skipped, soak)
 	case p.target != nil:
-		p.reason = fmt.Sprintf("%s is the newest version above %s that is not deprecated and has soaked%s%s", p.target.Original(), current, skipped, soak)
+		soaked := ""
+		if opts.MinAge > 0 {
+			soaked = " and has soaked " + human(opts.MinAge)
+		}
+		p.reason = fmt.Sprintf("%s is the newest version above %s that is not deprecated%s%s%s", p.target.Original(), current, soaked, skipped, soak)
 	case len(waiting) > 0:
 		p.decision = DecisionWaiting
 		p.reason = strings.Join(waiting, ", ") + skipped
