@@ -3,8 +3,11 @@ package resolver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -237,8 +240,11 @@ func (l *Lock) Bytes() []byte {
 	return b.Bytes()
 }
 
-// WriteFile writes the lock file atomically.
+// WriteFile writes the lock file atomically, never over a chart file (CheckLockPath).
 func (l *Lock) WriteFile(path string) error {
+	if err := CheckLockPath(path); err != nil {
+		return err
+	}
 	return atomicfile.WriteFile(path, l.Bytes(), 0o644)
 }
 
@@ -403,4 +409,43 @@ func (r *Recorder) Tags(ctx context.Context, repository string) ([]string, error
 		r.lock.mu.Unlock()
 	}
 	return tags, nil
+}
+
+// CheckLockPath refuses a --write-digests path that would overwrite or join
+// a chart: a path inside a directory that holds a Chart.yaml (or below
+// one), and an existing file that is not a digest lock file. A lock file
+// written there would replace a chart file or ship inside the package.
+func CheckLockPath(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("--write-digests %s: %w", path, err)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if fi, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err == nil && fi.Mode().IsRegular() {
+			return fmt.Errorf("--write-digests %s: %s is inside the chart %s; write the lock file outside every chart directory", path, abs, dir)
+		}
+		if dir == filepath.Dir(dir) {
+			break
+		}
+	}
+	fi, err := os.Lstat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--write-digests %s: %w", path, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("--write-digests %s: not a regular file; name a lock file", path)
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		return fmt.Errorf("--write-digests %s: %w", path, err)
+	}
+	if _, err := ParseLock(path, data); err != nil {
+		return fmt.Errorf("--write-digests %s: the file exists and is not a digest lock file, so it is not replaced (%w); name a new file or a lock file", path, err)
+	}
+	return nil
 }

@@ -18,7 +18,7 @@ func driftCommand() *cli.Command {
 		Name:      "drift",
 		Usage:     "read-only: does each pin's float still resolve to it? ok / DRIFT / UNRESOLVED / UNWATCHABLE / ACKNOWLEDGED",
 		ArgsUsage: "[CHART_DIR...]",
-		Flags: append(resolverFlags(),
+		Flags: append(checkFlags(),
 			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present; pins it lacks are discovered too)"},
 			&cli.BoolFlag{Name: "show-tags", Usage: "for drifted pins, list the tags that share the new digest (lists tags: GET requests)"},
 			outputFlag(),

@@ -16,7 +16,7 @@ func guardCommand() *cli.Command {
 		Name:      "guard",
 		Usage:     "refuse chart changes since --base without a semver version bump (read-only)",
 		ArgsUsage: "[CHART_DIR...]",
-		Flags: append(resolverFlags(),
+		Flags: append(checkFlags(),
 			&cli.StringFlag{Name: "base", Usage: "compare with this git `REF` (e.g. origin/main)"},
 			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present)"},
 			&cli.StringFlag{Name: "index", Usage: "refuse a version already in this index.yaml (`URL|FILE`)"},

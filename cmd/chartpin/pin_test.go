@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,8 +36,8 @@ func TestPinCommand(t *testing.T) {
 	before, _ := os.ReadFile(values)
 	lock := filepath.Join(t.TempDir(), "digests.yaml")
 
-	// --dry-run prints the diff and writes nothing (but records the lock).
-	out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--dry-run", "--write-digests", lock, dir)
+	// --dry-run prints the diff and writes nothing.
+	out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--dry-run", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -46,6 +47,16 @@ func TestPinCommand(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(values); string(after) != string(before) {
 		t.Errorf("--dry-run wrote values.yaml:\n%s", after)
+	}
+	// A real run records the lock (and writes the chart; put it back).
+	if _, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--write-digests", lock, dir); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if err := os.WriteFile(values, before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: app\nversion: 0.1.0\nappVersion: \"0.1.0\"\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if l, err := os.ReadFile(lock); err != nil || !strings.Contains(string(l), reg.Host+"/team/app:1.0: {digest: "+want+", mediaType: application/vnd.oci.image.index.v1+json, platforms: [linux/amd64, linux/arm64]}") {
 		t.Errorf("--write-digests: %s %v", l, err)
@@ -431,4 +442,83 @@ func TestPinBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// --write-digests never replaces or joins a chart file, and --dry-run and
+// the read-only commands write nothing at all: each case is refused before
+// any registry request, exit 2, with every file's bytes unchanged.
+func TestWriteDigestsNeverTouchesAChart(t *testing.T) {
+	reg := registrytest.New(t)
+	reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
+	for _, c := range []struct {
+		name string
+		args func(dir, outside string) []string
+		want string
+	}{
+		{"dry run", func(dir, outside string) []string {
+			return []string{"pin", "--dry-run", "--write-digests", outside + "/digests.yaml", dir}
+		}, "--dry-run writes nothing"},
+		{"values.yaml", func(dir, outside string) []string {
+			return []string{"pin", "--write-digests", dir + "/values.yaml", dir}
+		}, "is inside the chart"},
+		{"values.yaml, dry run", func(dir, outside string) []string {
+			return []string{"pin", "--dry-run", "--write-digests", dir + "/values.yaml", dir}
+		}, "--dry-run writes nothing"},
+		{"new file in the chart", func(dir, outside string) []string {
+			return []string{"resolve", "--write-digests", dir + "/templates/digests.yaml", reg.Host + "/team/app:1.0"}
+		}, "is inside the chart"},
+		{"a file that is no lock", func(dir, outside string) []string {
+			return []string{"resolve", "--write-digests", outside + "/notes.yaml", reg.Host + "/team/app:1.0"}
+		}, "is not a digest lock file"},
+		{"drift", func(dir, outside string) []string {
+			return []string{"drift", "--write-digests", outside + "/digests.yaml", dir}
+		}, "flag provided but not defined: -write-digests"},
+		{"guard", func(dir, outside string) []string {
+			return []string{"guard", "--write-digests", outside + "/digests.yaml", dir}
+		}, "flag provided but not defined: -write-digests"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := pinChart(t, reg.Host)
+			if err := os.MkdirAll(filepath.Join(dir, "templates"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			outside := t.TempDir()
+			if err := os.WriteFile(filepath.Join(outside, "notes.yaml"), []byte("team: platform\nowners: [a, b]\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := treeBytes(t, dir, outside)
+			reg.Reset()
+			_, errOut, code := runCLI(t, append([]string{"--insecure-registry", reg.Host}, c.args(dir, outside)...)...)
+			if code != 2 || !strings.Contains(errOut, c.want) {
+				t.Errorf("exit %d, stderr %q; want 2 saying %q", code, errOut, c.want)
+			}
+			if after := treeBytes(t, dir, outside); after != before {
+				t.Errorf("files changed:\nbefore %s\nafter  %s", before, after)
+			}
+			if n := reg.Count(""); n != 0 {
+				t.Errorf("registry saw %v; a refused run sends nothing", reg.Requests())
+			}
+		})
+	}
+}
+
+// treeBytes lists every file under dirs with its mode and bytes.
+func treeBytes(t *testing.T, dirs ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, d := range dirs {
+		err := filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return err
+			}
+			fi, _ := e.Info()
+			data, err := os.ReadFile(p)
+			fmt.Fprintf(&b, "%s %v %q %v\n", p, fi.Mode(), data, err)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }

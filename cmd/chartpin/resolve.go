@@ -28,6 +28,18 @@ func resolveCommand() *cli.Command {
 	}
 }
 
+// checkFlags are resolverFlags without --write-digests: the commands that
+// only read (drift, guard) write no file at all.
+func checkFlags() []cli.Flag {
+	var out []cli.Flag
+	for _, f := range resolverFlags() {
+		if f.Names()[0] != "write-digests" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // resolverFlags are the flags of every command that resolves images.
 func resolverFlags() []cli.Flag {
 	return []cli.Flag{
@@ -103,6 +115,12 @@ func newResolver(c *cli.Context, first ...authn.Keychain) (*resolverSession, err
 		s.Interface = s.remote
 	}
 	if path := c.String("write-digests"); path != "" {
+		if c.Bool("dry-run") {
+			return nil, usage("--write-digests writes a file and --dry-run writes nothing: drop one")
+		}
+		if err := resolver.CheckLockPath(path); err != nil {
+			return nil, usage("%w", err)
+		}
 		s.recorder = resolver.NewRecorder(s.Interface)
 		s.lockPath = path
 		s.Interface = s.recorder
