@@ -158,3 +158,69 @@ func BenchmarkCraneDigestLoop(b *testing.B) {
 	}
 	reportRequests(b, proxy, wall, unique)
 }
+
+// BenchmarkResolveVersusCrane runs, on the same refs through the same 20 ms
+// proxy in one run, what `chartpin resolve` does (ResolveOrdered), a
+// sequential crane.Digest loop and eight goroutines of crane.Digest, and
+// reports the wall time of each and the ratios crane/chartpin (above 1:
+// chartpin is faster).
+func BenchmarkResolveVersusCrane(b *testing.B) {
+	proxy, refs, unique := benchRig(b)
+	ctx := context.Background()
+	var chartpin, loop, parallel time.Duration
+	for i := 0; i < b.N; i++ {
+		proxy.Reset()
+		start := time.Now()
+		r, err := resolver.New(resolver.WithInsecureRegistries(proxy.Host), resolver.WithConcurrency(benchConcurrency))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := resolver.ResolveOrdered(ctx, r, refs); err != nil {
+			b.Fatal(err)
+		}
+		chartpin += time.Since(start)
+		if got := proxy.CountPath("", "/manifests/"); got != unique {
+			b.Fatalf("chartpin sent %d manifest requests for %d unique refs", got, unique)
+		}
+
+		start = time.Now()
+		for _, ref := range refs {
+			if _, err := crane.Digest(ref, crane.Insecure); err != nil {
+				b.Fatal(err)
+			}
+		}
+		loop += time.Since(start)
+
+		start = time.Now()
+		work := make(chan string)
+		errs := make(chan error, benchConcurrency)
+		for w := 0; w < benchConcurrency; w++ {
+			go func() {
+				var first error
+				for ref := range work {
+					if _, err := crane.Digest(ref, crane.Insecure); err != nil && first == nil {
+						first = err
+					}
+				}
+				errs <- first
+			}()
+		}
+		for _, ref := range refs {
+			work <- ref
+		}
+		close(work)
+		for w := 0; w < benchConcurrency; w++ {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+		parallel += time.Since(start)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(chartpin.Milliseconds())/n, "chartpin-ms/run")
+	b.ReportMetric(float64(loop.Milliseconds())/n, "crane-loop-ms/run")
+	b.ReportMetric(float64(parallel.Milliseconds())/n, "crane-8-ms/run")
+	b.ReportMetric(float64(loop)/float64(chartpin), "loop/chartpin")
+	b.ReportMetric(float64(parallel)/float64(chartpin), "crane-8/chartpin")
+	b.ReportMetric(0, "ns/op")
+}

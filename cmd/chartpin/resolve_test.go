@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,5 +227,35 @@ func TestResolvePartialFailureStillPrints(t *testing.T) {
 	}
 	if !strings.Contains(errOut, reg.Host+"/app:404") {
 		t.Errorf("error does not name the missing ref: %s", errOut)
+	}
+}
+
+// resolve costs what crane digest costs: 20 unique tags are 20 manifest
+// requests (HEADs), with no GET for platforms nobody asked for.
+func TestResolveTwentyTagsTwentyRequests(t *testing.T) {
+	reg := registrytest.New(t)
+	var refs []string
+	for i := 0; i < 20; i++ {
+		tag := fmt.Sprintf("1.%d", i)
+		if i%2 == 0 {
+			reg.PushIndex(t, "app", tag, "linux/amd64", "linux/arm64")
+		} else {
+			reg.PushImage(t, "app", tag)
+		}
+		refs = append(refs, reg.Host+"/app:"+tag)
+	}
+	reg.Reset()
+	for _, format := range []string{"text", "json", "markdown"} {
+		reg.Reset()
+		out, errOut, code := runCLI(t, append([]string{"resolve", "-o", format, "--insecure-registry", reg.Host}, append(refs, refs[:5]...)...)...)
+		if code != 0 {
+			t.Fatalf("-o %s: exit %d: %s", format, code, errOut)
+		}
+		if got := reg.CountPath("", "/manifests/"); got != 20 || reg.CountPath("GET", "/manifests/") != 0 {
+			t.Errorf("-o %s: registry saw %d manifest requests (%d GETs) for 20 unique tags, want 20 HEADs", format, got, reg.CountPath("GET", "/manifests/"))
+		}
+		if !strings.Contains(out, refs[19]) {
+			t.Errorf("-o %s: output lacks %s:\n%s", format, refs[19], out)
+		}
 	}
 }
