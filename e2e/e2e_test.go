@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -551,6 +553,39 @@ func TestReleasePath(t *testing.T) {
 		}
 		return fmt.Sprintf("nothing to do; GitHub calls %v", w.gh.Sequence())
 	})
+	w.step("7 recall", func(s *step) string {
+		// The released version turns out bad: deprecate it in the index and
+		// in OCI. Every edge running it moves back to the previous version.
+		tgz := filepath.Join(w.stableDir, chartName+"-"+releasedVersion+".tgz")
+		before := fileSHA(s, tgz)
+		ctx, cancel := context.WithTimeout(w.ctx, time.Minute)
+		defer cancel()
+		dep, err := publish.Deprecate(ctx, filepath.Join("..", "charts", "example"), releasedVersion, true, w.publishOptions())
+		if err != nil {
+			s.fatalf("deprecate %s: %v", releasedVersion, err)
+		}
+		if dep.Index.Action != publish.Deprecated || dep.OCI.Action != publish.Deprecated || dep.OCI.ManifestDigest != published.OCI.ManifestDigest {
+			s.fatalf("deprecation %+v %+v, want both targets marked and the manifest %s untouched", dep.Index, dep.OCI, published.OCI.ManifestDigest)
+		}
+		if after := fileSHA(s, tgz); after != before || after != published.Digest {
+			s.fatalf("the %s tarball changed: sha256 %s -> %s", releasedVersion, before, after)
+		}
+		prod, err := w.upgrade(prodNS, prodUpgradeToken, upgrade.Options{RepoURL: w.charts.URL + "/stable"})
+		if err != nil || prod.Decision != upgrade.DecisionRecalled || prod.Target != previousVersion {
+			s.fatalf("prod tick: %+v, %v; want recalled to %s", prod, err, previousVersion)
+		}
+		dev, err := w.upgrade(devNS, devUpgradeTkn, upgrade.Options{OCI: "oci://" + w.host + "/charts", PlainHTTP: true})
+		if err != nil || dev.Decision != upgrade.DecisionRecalled || dev.Target != previousVersion {
+			s.fatalf("dev tick: %+v, %v; want recalled to %s", dev, err, previousVersion)
+		}
+		for ns, vals := range map[string]map[string]any{prodNS: prodValues, devNS: devValues} {
+			rel := w.release(s, ns)
+			if rel.Chart.Metadata.Version != previousVersion || !reflect.DeepEqual(normalize(s, rel.Config), normalize(s, vals)) {
+				s.fatalf("%s after the recall: chart %s, values %v; want %s with %v", ns, rel.Chart.Metadata.Version, rel.Config, previousVersion, vals)
+			}
+		}
+		return fmt.Sprintf("%s deprecated (index entry, OCI marker %.19s); prod and dev recalled to %s; tarball sha256 unchanged", releasedVersion, dep.OCI.Marker, previousVersion)
+	})
 	t.Logf("whole path in %s", time.Since(total).Round(time.Millisecond))
 	if w.kube == nil {
 		t.Skipf("PARTLY RUN: steps 1-3 and 6 passed, step 4 ran on Helm's in-memory store with a fake kube client, step 5 did not run: %s", w.noCluster)
@@ -707,13 +742,28 @@ func (w *world) runRelease(dir string) (*chartrelease.Report, error) {
 func (w *world) publish(dir string) (*publish.Result, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, time.Minute)
 	defer cancel()
-	return publish.Publish(ctx, dir, publish.Options{
+	return publish.Publish(ctx, dir, w.publishOptions())
+}
+
+// publishOptions are the release job's publish targets.
+func (w *world) publishOptions() publish.Options {
+	return publish.Options{
 		IndexDir: w.stableDir, PrereleaseIndex: w.preDir,
 		BaseURL: w.charts.URL + "/stable", PrereleaseBaseURL: w.charts.URL + "/prerelease",
 		OCI: "oci://" + w.host + "/charts", PlainHTTP: []string{w.host},
 		RegistryConfig: filepath.Join(w.t.TempDir(), "config.json"), // no credentials from the machine
 		Timeout:        time.Minute, Logger: discard(),
-	})
+	}
+}
+
+func fileSHA(s *step, path string) string {
+	s.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		s.fatalf("%v", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 func (w *world) get(s *step, url string) string {
