@@ -30,6 +30,12 @@ func ParseRegistryAuth(value string) (host, user, password string, err error) {
 		return canonicalHost(h), user, password, nil
 	}
 	user, password, ok := strings.Cut(value, ":")
+	scope, _, scoped := strings.Cut(value, "=")
+	if scoped && (strings.Contains(user, "=") || strings.Contains(scope, "://") || strings.ContainsAny(scope, " \t")) {
+		// Meant as HOST=user:password, but HOST is no registry host (a URL,
+		// a path, a name, spaces): never send it to every registry instead.
+		return "", "", "", errors.New("CHARTPIN_REGISTRY_AUTH: the part before '=' is not a registry host; want HOST=user:password with HOST like ghcr.io or 127.0.0.1:5000, no scheme, path or spaces (the value is not shown)")
+	}
 	if !ok || user == "" || password == "" {
 		return "", "", "", errors.New("CHARTPIN_REGISTRY_AUTH: want user:password or HOST=user:password (the value is not shown)")
 	}

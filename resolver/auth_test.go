@@ -39,7 +39,9 @@ func TestRegistryAuthKeychain(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"secret-without-colon", "host.example=nocolon-secret", ":pw", "reg.example=:pw"} {
+	for _, bad := range []string{"secret-without-colon", "host.example=nocolon-secret", ":pw", "reg.example=:pw",
+		// A scope that is no host is refused, never turned into credentials for every registry.
+		"https://reg.example:5000=ci:secret", "reg.example/org=ci:secret", "myreg=ci:secret", "reg.example = ci:secret", "ghcr.io =ci:pw"} {
 		_, err := resolver.RegistryAuthKeychain(bad, fallback)
 		if err == nil || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "pw") {
 			t.Errorf("%q: err = %v, want an error that does not repeat the value", bad, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -54,9 +55,15 @@ func ReadLock(path string) (*Lock, error) {
 
 // ParseLock parses lock file bytes; name is used in errors.
 func ParseLock(name string, data []byte) (*Lock, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	var doc, next yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	// A second document would be ignored by a YAML reader that stops at the
+	// first, and read by one that does not: refuse it.
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s:%d: a second YAML document; a lock file is one mapping of ref: digest", name, next.Line)
 	}
 	l := NewLock()
 	if len(doc.Content) == 0 {

@@ -58,6 +58,7 @@ func TestParseLockErrorsNameFileAndLine(t *testing.T) {
 		{"a/b:1: " + dA + "\na/b:1: " + dB + "\n", "digests.yaml:2: a/b:1 appears twice"},
 		{"a/b:1:\n  digest: " + dA + "\n  platform: [linux/amd64]\n", `digests.yaml:3: a/b:1: unknown key "platform"`},
 		{"- a/b:1\n", "digests.yaml:1: want a mapping"},
+		{"a/b:1: " + dA + "\n---\na/b:2: " + dB + "\n", "digests.yaml:2: a second YAML document"},
 		{"a/b:1: [x]\n", "digests.yaml:1:"},
 	} {
 		_, err := resolver.ParseLock("digests.yaml", []byte(c.body))
