@@ -13,6 +13,7 @@ import (
 	"github.com/chartpin/chartpin/adopt"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/golden"
+	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/pin"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -168,5 +169,43 @@ func TestWriteNeverOverwrites(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(cfg); !bytes.Equal(b, res.Data) {
 		t.Errorf("--force did not replace the file: %q", b)
+	}
+}
+
+// Online, init costs one HEAD per set pin's float and one GET per pinned
+// digest (its platforms, for the comment); an empty pin, a latest tag and
+// a pin it cannot resolve cost nothing.
+func TestRequestsOnline(t *testing.T) {
+	reg := registrytest.New(t)
+	api := reg.PushIndex(t, "team/api", "1.0", "linux/amd64", "linux/arm64")
+	reg.PushIndex(t, "team/debug", "latest", "linux/amd64")
+	reg.PushIndex(t, "team/worker", "2.0", "linux/amd64")
+	work := t.TempDir()
+	writeTree(t, work, map[string][]byte{
+		"chart/Chart.yaml": []byte("apiVersion: v2\nname: x\nversion: 1.0.0\n"),
+		"chart/values.yaml": []byte("api:\n  repository: " + reg.Host + "/team/api\n  tag: \"1.0\"\n  digest: " + api + "\n" +
+			"apiCopy:\n  repository: " + reg.Host + "/team/api\n  tag: \"1.0\"\n  digest: " + api + "\n" +
+			"debug:\n  repository: " + reg.Host + "/team/debug\n  tag: latest\n  digest: " + api + "\n" +
+			"worker:\n  repository: " + reg.Host + "/team/worker\n  tag: \"2.0\"\n  digest: \"\"\n" +
+			"orphan:\n  tag: \"3.0\"\n  digest: " + api + "\n"),
+	})
+	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Reset()
+	res, err := adopt.Plan(context.Background(), adopt.Options{ConfigPath: filepath.Join(work, "chartpin.yaml"),
+		ChartDirs: []string{filepath.Join(work, "chart")}, Resolver: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if heads, gets := reg.Count("HEAD"), reg.CountPath("GET", "/manifests/"); heads != 1 || gets != 1 {
+		t.Errorf("HEAD %d, manifest GET %d; want 1 and 1: %v", heads, gets, reg.Requests())
+	}
+	if p, h, l := res.Count(adopt.Pin), res.Count(adopt.Hold), res.Count(adopt.Leave); p != 2 || h != 1 || l != 2 {
+		t.Errorf("pin %d, hold %d, leave %d; want 2, 1, 2:\n%s", p, h, l, res.Data)
+	}
+	if !strings.Contains(string(res.Data), "pinned "+api[:19]+"… (linux/amd64, linux/arm64)") {
+		t.Errorf("the comment lacks the pin's platforms:\n%s", res.Data)
 	}
 }
