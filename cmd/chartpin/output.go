@@ -54,6 +54,8 @@ type session struct {
 	dryRun bool
 	// timeout is --timeout, once a command has set its deadline by it.
 	timeout time.Duration
+	// stops end what the run started beside the command (the progress line).
+	stops []func()
 }
 
 const sessionKey = "chartpin.session"
@@ -216,6 +218,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app.Metadata = map[string]any{sessionKey: s}
 	args = flagsFirst(app, args)
 	err := app.RunContext(ctx, args)
+	for _, stop := range s.stops {
+		stop()
+	}
 	if s.timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w (the command's --timeout %s ran out; raise it, e.g. --timeout %s)", err, s.timeout, 2*s.timeout)
 	}

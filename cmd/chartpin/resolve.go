@@ -112,7 +112,7 @@ func newResolver(c *cli.Context, first ...authn.Keychain) (*resolverSession, err
 		if err != nil {
 			return nil, usage("%w", err)
 		}
-		s.Interface = s.remote
+		s.Interface = withProgress(c, s.remote)
 	}
 	if path := c.String("write-digests"); path != "" {
 		if c.Bool("dry-run") {
