@@ -104,6 +104,9 @@ func ParseLock(name string, data []byte) (*Lock, error) {
 		if !digestRE.MatchString(e.Digest) {
 			return nil, fmt.Errorf("%s:%d: %s: %q is not a sha256 digest", name, v.Line, k.Value, e.Digest)
 		}
+		if err := e.validate(); err != nil {
+			return nil, fmt.Errorf("%s:%d: %s: %w", name, v.Line, k.Value, err)
+		}
 		if _, d, byDigest := strings.Cut(ref, "@"); byDigest && d != e.Digest {
 			return nil, fmt.Errorf("%s:%d: %s: digest %s differs from the one in the reference", name, v.Line, k.Value, e.Digest)
 		}
@@ -143,7 +146,34 @@ func (l *Lock) parseTags(name string, k, v *yaml.Node) error {
 	if _, dup := l.tags[repo]; dup {
 		return fmt.Errorf("%s:%d: tags of %s appear twice", name, k.Line, k.Value)
 	}
+	for _, t := range e.Tags {
+		if !tagRE.MatchString(t) {
+			return fmt.Errorf("%s:%d: %s: %s is not an image tag", name, v.Line, k.Value, printable(t))
+		}
+	}
 	l.tags[repo] = e.Tags
+	return nil
+}
+
+var tagRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+// validate checks what a lock file says besides the digest, so that nothing
+// it holds is printed or used unchecked (a platform string with a newline
+// or a workflow command, say).
+func (e LockEntry) validate() error {
+	if e.MediaType != "" && !known(e.MediaType) {
+		return fmt.Errorf("mediaType %s is neither an image manifest nor an index", printable(e.MediaType))
+	}
+	for _, p := range e.Platforms {
+		if !validPlatform(p) {
+			return fmt.Errorf("platform %s: want os/arch[/variant] of letters, digits, '.', '_' or '-'", printable(p))
+		}
+	}
+	if e.Source != "" {
+		if _, err := Normalize(e.Source); err != nil || strings.ContainsAny(e.Source, " \t\r\n") {
+			return fmt.Errorf("source %s is not an image reference", printable(e.Source))
+		}
+	}
 	return nil
 }
 

@@ -59,6 +59,11 @@ func TestParseLockErrorsNameFileAndLine(t *testing.T) {
 		{"a/b:1:\n  digest: " + dA + "\n  platform: [linux/amd64]\n", `digests.yaml:3: a/b:1: unknown key "platform"`},
 		{"- a/b:1\n", "digests.yaml:1: want a mapping"},
 		{"a/b:1: " + dA + "\n---\na/b:2: " + dB + "\n", "digests.yaml:2: a second YAML document"},
+		{"a/b:1: {digest: " + dA + ", platforms: [\"linux/amd64\\nnginx:1.27: " + dB + "\"]}\n", `digests.yaml:1: a/b:1: platform "linux/amd64\nnginx:1.27`},
+		{"a/b:1: {digest: " + dA + ", platforms: [\"::error::x/amd64\"]}\n", `platform "::error::x/amd64"`},
+		{"a/b:1: {digest: " + dA + ", mediaType: text/html}\n", `mediaType "text/html" is neither`},
+		{"a/b:1: {digest: " + dA + ", source: \"x y\"}\n", `source "x y" is not an image reference`},
+		{"a/b: {tags: [\"1.0\", \"::warning::x\"]}\n", `"::warning::x" is not an image tag`},
 		{"a/b:1: [x]\n", "digests.yaml:1:"},
 	} {
 		_, err := resolver.ParseLock("digests.yaml", []byte(c.body))

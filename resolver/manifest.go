@@ -218,6 +218,21 @@ func parseManifest(body []byte, contentType string) (Manifest, error) {
 	return m, nil
 }
 
+// validPlatform reports whether p is os/arch or os/arch/variant, each part
+// as a registry may spell it.
+func validPlatform(p string) bool {
+	parts := strings.Split(p, "/")
+	if len(parts) < 2 || len(parts) > 3 {
+		return false
+	}
+	for _, part := range parts {
+		if !platformPartRE.MatchString(part) {
+			return false
+		}
+	}
+	return true
+}
+
 func known(mt string) bool {
 	for _, t := range acceptedTypes {
 		if mt == t {
