@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -448,10 +449,24 @@ func (r *Repo) authFor() transport.AuthMethod {
 	switch {
 	case isSSHURL(u):
 		return r.sshAuth // nil: go-git's default, the SSH agent
-	case strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://"):
+	case strings.HasPrefix(u, "https://") || (strings.HasPrefix(u, "http://") && isLoopback(u)):
 		return r.auth
 	}
-	return nil // a local path or file:// remote takes no credentials
+	// A local path or file:// remote takes no credentials, and a token never
+	// travels in cleartext: plain http:// only to this machine.
+	return nil
+}
+
+func isLoopback(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
 }
 
 func isSSHURL(u string) bool {

@@ -426,6 +426,14 @@ func TestAuthMatchesRemoteScheme(t *testing.T) {
 	if r.authFor() == nil {
 		t.Fatal("token not used for an https remote")
 	}
+	run(t, work, "remote", "set-url", "origin", "http://example.com/o/r.git")
+	if r.authFor() != nil {
+		t.Fatal("token offered over plain http to another host")
+	}
+	run(t, work, "remote", "set-url", "origin", "http://127.0.0.1:8080/o/r.git")
+	if r.authFor() == nil {
+		t.Fatal("token not used for a loopback http remote")
+	}
 	run(t, work, "remote", "set-url", "origin", "git@example.com:o/r.git")
 	if r.authFor() != nil {
 		t.Fatal("https token offered to an ssh remote")
