@@ -86,6 +86,9 @@ type Image struct {
 	Follows string
 	// Hold is why this pin is never moved ("" means it moves).
 	Hold string
+	// VerifyKey is the PEM public key (absolute; written relative to the
+	// config file) whose signature a new digest must carry ("" means none).
+	VerifyKey string
 	// Line is where the entry starts in the config file.
 	Line int
 }
@@ -460,7 +463,7 @@ func validPath(s string) error {
 }
 
 func (p parser) image(n *yaml.Node) (Image, error) {
-	fields, err := p.mapping(n, "at", "repository", "tagFrom", "pin", "format", "platforms", "versions", "when", "follows", "hold")
+	fields, err := p.mapping(n, "at", "repository", "tagFrom", "pin", "format", "platforms", "versions", "when", "follows", "hold", "verify")
 	if err != nil {
 		return Image{}, err
 	}
@@ -510,6 +513,11 @@ func (p parser) image(n *yaml.Node) (Image, error) {
 			img.Platforms = append(img.Platforms, s)
 		}
 	}
+	if vn, ok := fields["verify"]; ok {
+		if img.VerifyKey, err = p.verify(vn); err != nil {
+			return Image{}, err
+		}
+	}
 	if img.Versions != "" {
 		if _, err := semver.NewConstraint(img.Versions); err != nil {
 			return Image{}, p.errf(fields["versions"], "versions: %q is not a semver range (e.g. \">=0.8.0 <=0.8.4\"): %v", img.Versions, err)
@@ -524,7 +532,7 @@ func (p parser) image(n *yaml.Node) (Image, error) {
 		if err := validPath(img.Follows); err != nil {
 			return Image{}, p.errf(fields["follows"], "follows: %v", err)
 		}
-		for _, k := range []string{"repository", "tagFrom", "versions", "platforms"} {
+		for _, k := range []string{"repository", "tagFrom", "versions", "platforms", "verify"} {
 			if _, ok := fields[k]; ok {
 				return Image{}, p.errf(fields[k], "%s: has no effect with follows: (the digest comes from %s); drop one of them", k, img.Follows)
 			}
@@ -534,6 +542,30 @@ func (p parser) image(n *yaml.Node) (Image, error) {
 		}
 	}
 	return img, nil
+}
+
+// verify reads verify: {key: cosign.pub}; the key path is relative to the
+// config file, like chart dirs.
+func (p parser) verify(n *yaml.Node) (string, error) {
+	fields, err := p.mapping(n, "key")
+	if err != nil {
+		return "", err
+	}
+	kn, ok := fields["key"]
+	if !ok {
+		return "", p.errf(n, "verify: needs key: (the path of a PEM public key, e.g. cosign.pub)")
+	}
+	key, err := p.str(kn, "verify.key")
+	if err != nil {
+		return "", err
+	}
+	if strings.TrimSpace(key) == "" {
+		return "", p.errf(kn, "verify.key: is empty; name a PEM public key file, e.g. cosign.pub")
+	}
+	if !filepath.IsAbs(key) {
+		key = filepath.Join(filepath.Dir(p.path), key)
+	}
+	return key, nil
 }
 
 // checkFollows rejects follows targets that do not exist, are ambiguous, or loop.

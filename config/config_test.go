@@ -26,6 +26,7 @@ const full = `charts:
         platforms: [linux/amd64, linux/arm64]
         versions: ">=0.8.0 <=0.8.4"
         when: serviceDbAccountsByEnv.prod == true
+        verify: {key: keys/cosign.pub}
       - at: images.jobsManager
       - at: images.requestsProxy
         follows: images.jobsManager
@@ -72,6 +73,9 @@ func TestLoadFull(t *testing.T) {
 		in.Versions != ">=0.8.0 <=0.8.4" || in.When != "serviceDbAccountsByEnv.prod == true" || in.Line != 6 {
 		t.Errorf("image = %+v", in)
 	}
+	if want := filepath.Join(filepath.Dir(p), "keys/cosign.pub"); in.VerifyKey != want {
+		t.Errorf("verify key = %q, want %s (relative to the config file)", in.VerifyKey, want)
+	}
 	if c.Images[2].Follows != "images.jobsManager" {
 		t.Errorf("follows = %q", c.Images[2].Follows)
 	}
@@ -109,6 +113,10 @@ func TestLoadErrors(t *testing.T) {
 		{"follows unknown", "charts:\n  - dir: a\n    images:\n      - at: x\n        follows: y\n", ":4: image x: follows y: no image is configured"},
 		{"follows loop", "charts:\n  - dir: a\n    images:\n      - at: x\n        follows: y\n      - at: y\n        follows: x\n", "loops back"},
 		{"follows with repository", "charts:\n  - dir: a\n    images:\n      - at: x\n        follows: y\n        repository: r/s\n", ":6: repository: has no effect with follows:"},
+		{"verify without key", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: {identity: me}\n", ":5: unknown key \"identity\" (allowed: key)"},
+		{"verify empty key", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: {key: \"\"}\n", ":5: verify.key: is empty"},
+		{"verify not a mapping", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: cosign.pub\n", ":5: expected a mapping with keys key"},
+		{"follows with verify", "charts:\n  - dir: a\n    images:\n      - at: y\n      - at: x\n        follows: y\n        verify: {key: k.pub}\n", ":7: verify: has no effect with follows:"},
 		{"bad platform", "charts:\n  - dir: a\n    images:\n      - at: x\n        platforms: [amd64]\n", ":5: platforms: \"amd64\" is not os/arch"},
 		{"bad path", "charts:\n  - dir: a\n    images:\n      - at: \"images..x\"\n", ":4: at: \"images..x\" is not a dotted values path"},
 		{"ack without reason", "charts:\n  - dir: a\n    acknowledge:\n      - at: x\n        digest: sha256:0000000000000000000000000000000000000000000000000000000000000001\n        until: 2027-01-31\n", ":4: acknowledge entry without reason:"},

@@ -60,6 +60,8 @@ type Pin struct {
 	Follows   string   `json:"follows,omitempty"`
 	// Hold is why the config says this pin never moves ("" means it moves).
 	Hold string `json:"hold,omitempty"`
+	// VerifyKey is the public key a new digest's signature must verify with ("" means none).
+	VerifyKey string `json:"verifyKey,omitempty"`
 	// Problem is non-empty when the image cannot be determined (unwatchable).
 	Problem string `json:"problem,omitempty"`
 	// ConfigLine is the chartpin.yaml line that configured this pin (0 in discovery).

@@ -96,7 +96,7 @@ func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
 			continue
 		}
 		ch := Change{File: s.File, Line: s.Line, Path: s.Path, Image: s.ref, Tag: s.useTag, OldDigest: s.Digest,
-			NewDigest: s.newDigest, Platforms: s.Platforms, Follows: s.Follows, Changed: s.changed, Held: s.held}
+			NewDigest: s.newDigest, Platforms: s.Platforms, Follows: s.Follows, Changed: s.changed, Held: s.held, Signature: s.signature}
 		if s.tagMoved {
 			ch.OldTag, ch.TagLine = s.oldTag, s.TagLine
 		}

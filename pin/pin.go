@@ -27,6 +27,7 @@ import (
 	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/resolver"
+	"github.com/chartpin/chartpin/signature"
 	"github.com/chartpin/chartpin/yamledit"
 )
 
@@ -52,7 +53,10 @@ type Options struct {
 	Platforms []string
 	// DryRun marks the result as a plan that is not written (the views say so).
 	DryRun bool
-	Logger *slog.Logger
+	// Signatures checks the verify: policies of the config; nil (offline)
+	// refuses every new digest of an image with verify:.
+	Signatures *signature.Checker
+	Logger     *slog.Logger
 }
 
 // Result is the change set of one run. The text, JSON, Markdown, diff and
@@ -109,6 +113,10 @@ type Change struct {
 	// Held says why the pin stays although it could move: a hold: in the
 	// config, or a when: condition that is false. "" means not held.
 	Held string `json:"held,omitempty"`
+	// Signature is the digest of the signature manifest that verified the
+	// new digest under the image's verify: key (empty without verify:, or
+	// when the pin stays).
+	Signature string `json:"signature,omitempty"`
 }
 
 // CopyChange is another occurrence of an old digest in the chart directory.
@@ -169,6 +177,7 @@ type state struct {
 	newValue  string // the pin scalar's new text value
 	changed   bool
 	held      string // why the pin stays (see Change.Held)
+	signature string // digest of the verified signature manifest (verify:)
 	refused   *Refusal
 }
 
@@ -212,6 +221,7 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	resolve(ctx, charts, opts.Resolver, opts.Platforms, log)
+	checkSignatures(ctx, charts, opts.Signatures)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

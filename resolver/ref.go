@@ -59,6 +59,11 @@ func hostOf(ref string) string {
 // DigestRef is ref's repository at digest: registry/repository@digest (a
 // tag or an old digest in ref is dropped).
 func DigestRef(ref, digest string) string {
+	return RepositoryOf(ref) + "@" + digest
+}
+
+// RepositoryOf is registry/repository of a normalized ref, tag and digest dropped.
+func RepositoryOf(ref string) string {
 	base, _, _ := strings.Cut(ref, "@")
-	return trimTag(base) + "@" + digest
+	return trimTag(base)
 }

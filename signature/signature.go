@@ -167,7 +167,7 @@ func (c *Checker) check(ctx context.Context, p *Policy, repository, digest strin
 		reasons = append(reasons, "referrer "+d.Digest.String()+": "+why)
 	}
 	if len(reasons) == 0 {
-		return Verified{}, fmt.Errorf("%w: %s@%s has no signature (no %s tag, no signature referrer); sign it with `cosign sign --key` for %s",
+		return Verified{}, fmt.Errorf("%w: %s@%s has no signature (no %s tag, no signature referrer); sign it with the private half of %s (cosign sign --key) or point the tag at a signed digest",
 			ErrUnsigned, repository, digest, tagOnly(tag), p)
 	}
 	return Verified{}, fmt.Errorf("%w: %s@%s: no signature verifies with %s (%s)", ErrUnsigned, repository, digest, p, strings.Join(reasons, "; "))

@@ -48,7 +48,7 @@ func runPin(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts.Resolver, opts.DryRun = r, c.Bool("dry-run")
+	opts.Resolver, opts.Signatures, opts.DryRun = r, r.Signatures(), c.Bool("dry-run")
 	res, refused := pin.Plan(ctx, opts)
 	if res == nil {
 		return refused

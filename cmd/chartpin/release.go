@@ -101,7 +101,7 @@ func runRelease(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	pinOpts.Resolver = r
+	pinOpts.Resolver, pinOpts.Signatures = r, r.Signatures()
 	rep, err := release.Run(ctx, release.Options{
 		Pin:  pinOpts,
 		Repo: repo, PRs: prs, Branch: c.String("branch"), Base: c.String("base"),

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/chartpin/chartpin/resolver"
+	"github.com/chartpin/chartpin/signature"
 )
 
 func resolveCommand() *cli.Command {
@@ -63,6 +64,15 @@ func (s *resolverSession) Stats() resolver.Stats {
 		return resolver.Stats{}
 	}
 	return s.remote.Stats()
+}
+
+// Signatures checks verify: policies through the run's registry
+// transport; nil offline.
+func (s *resolverSession) Signatures() *signature.Checker {
+	if s.remote == nil {
+		return nil
+	}
+	return signature.NewChecker(s.remote)
 }
 
 // Offline reports whether answers come from a --digests file.

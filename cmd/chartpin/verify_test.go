@@ -1,0 +1,67 @@
+package main
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/chartpin/chartpin/internal/cosigned"
+	"github.com/chartpin/chartpin/internal/registrytest"
+)
+
+// pin with verify: refuses an unsigned digest with exit 1, names the image
+// and the reason, and leaves every file's bytes alone; once the digest is
+// signed by the configured key, the same command pins it.
+func TestPinVerifyRefusesUnsigned(t *testing.T) {
+	reg := registrytest.New(t)
+	digest := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
+	dir := pinChart(t, reg.Host)
+	key, err := cosigned.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: image\n        verify: {key: cosign.pub}\n",
+		"cosign.pub":    string(key.PublicPEM()),
+	}
+	for n, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := hashDir(t, dir)
+	cfg := filepath.Join(dir, "chartpin.yaml")
+	lock := filepath.Join(t.TempDir(), "lock.yaml")
+
+	_, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--config", cfg, "--write-digests", lock)
+	t.Logf("unsigned: stderr:\n%s", errOut)
+	if code != 1 {
+		t.Errorf("unsigned: exit %d, want 1; stderr:\n%s", code, errOut)
+	}
+	for _, want := range []string{"values.yaml:5 (image.digest)", "image " + reg.Host + "/team/app:1.0", "no valid signature", "has no signature", "cosign.pub"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, errOut)
+		}
+	}
+	if after := hashDir(t, dir); !maps.Equal(before, after) {
+		t.Errorf("a refused pin changed files:\nbefore %v\nafter  %v", before, after)
+	}
+	if _, err := os.Stat(lock); err == nil {
+		t.Errorf("a refused pin wrote the --write-digests file")
+	}
+
+	if _, err := key.Push(reg.Host+"/team/app", digest, []name.Option{name.Insecure}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("signed: exit %d\n%s%s", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "values.yaml")); !strings.Contains(string(got), "digest: \""+digest+"\"") {
+		t.Errorf("values.yaml after the signed pin:\n%s", got)
+	}
+}
