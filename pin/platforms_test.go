@@ -196,3 +196,21 @@ func TestPinRefusesWhatTheRegistryDoesNotServe(t *testing.T) {
 		})
 	}
 }
+
+// A first pin (nothing to keep, no platforms configured) of a single-arch
+// image is refused all the same: chartpin pins indexes only.
+func TestFirstPinRefusesSingleArch(t *testing.T) {
+	reg := registrytest.New(t)
+	single := reg.PushImage(t, "team/app", "1.0")
+	dir, values := platformsChart(t, reg.Host, `""`, "")
+	res, err := Plan(context.Background(), Options{ChartDirs: []string{dir}, Resolver: onlineResolver(t, reg.Host)})
+	if err == nil || res != nil && !res.Refused() {
+		t.Fatalf("single-arch %s planned as a first pin: %v", single, err)
+	}
+	if !errors.Is(err, resolver.ErrPlatforms) || !strings.Contains(err.Error(), "single-arch manifest") {
+		t.Errorf("err = %v, want the single-arch refusal", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "values.yaml")); string(got) != string(values) {
+		t.Errorf("values.yaml changed:\n%s", got)
+	}
+}
