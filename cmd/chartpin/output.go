@@ -160,8 +160,12 @@ func writeDocument(w io.Writer, doc any, dryRun bool, runErr error) error {
 	if len(obj) < 2 || obj[0] != '{' {
 		return fmt.Errorf("json output: %T is not an object", doc)
 	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &top); err != nil {
+		return err
+	}
 	var extra []string
-	if dryRun {
+	if _, has := top["dry_run"]; dryRun && !has { // some results mark it themselves
 		extra = append(extra, `"dry_run":true`)
 	}
 	if runErr != nil {
