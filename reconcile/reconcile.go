@@ -339,7 +339,9 @@ func (r *Reconciler) indexChildren(ctx context.Context, plans []*plan, byID map[
 			if _, done := out[img.Digest]; done || (img.MediaType != "" && !img.IsIndex()) {
 				continue
 			}
-			if !slices.ContainsFunc(p.dec[i].Running, func(d string) bool { return d != "" && d != img.Digest }) {
+			// A pod on the spec's own older pin runs that build: no GET needed.
+			spec := specDigest(p.dec[i].Spec)
+			if !slices.ContainsFunc(p.dec[i].Running, func(d string) bool { return d != "" && d != img.Digest && d != spec }) {
 				continue
 			}
 			m, err := mr.Manifest(ctx, resolver.DigestRef(img.Ref, img.Digest))

@@ -22,6 +22,9 @@ import (
 type DistributionOptions struct {
 	// Htpasswd turns on basic auth with these users (user → password).
 	Htpasswd map[string]string
+	// ProxyRemoteURL runs the registry as a pull-through mirror of this
+	// registry (http://host:port), distribution's proxy mode.
+	ProxyRemoteURL string
 }
 
 // Distribution is Debian's docker-registry (CNCF distribution 2.8) running
@@ -83,6 +86,9 @@ func StartDistribution(t testing.TB, opts DistributionOptions) *Distribution {
 		}
 		auth = fmt.Sprintf("auth: {htpasswd: {realm: chartpin-test, path: %q}}\n", path)
 		d.Auth = authn.FromConfig(authn.AuthConfig{Username: users[0], Password: opts.Htpasswd[users[0]]})
+	}
+	if opts.ProxyRemoteURL != "" {
+		auth += fmt.Sprintf("proxy: {remoteurl: %q}\n", opts.ProxyRemoteURL)
 	}
 	var lastErr error
 	for try := 0; try < 3; try++ { // a free port can be taken between probe and bind
