@@ -219,7 +219,7 @@ spec:
               env:
                 {{- include "chartpin.lib.toolEnv" $root | nindent 16 }}
                 {{- if $authSecret }}
-                # chart repository credentials: basic auth for an index, registry auth for OCI
+                # registry credentials for an oci:// chart repository (Helm reads DOCKER_CONFIG)
                 - name: DOCKER_CONFIG
                   value: /etc/chartpin/docker
                 {{- end }}
