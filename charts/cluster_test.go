@@ -92,10 +92,11 @@ func TestRBACOnRealAPIServer(t *testing.T) {
 	allowed("set image on the follower", err)
 	_, err = rec.AppsV1().DaemonSets(nodeNs).Patch(ctx, "rel-resource-monitor", types.StrategicMergePatchType, setImage("resource-monitor", rm+"@"+dRM), metav1.PatchOptions{})
 	allowed("set image on its DaemonSet in the node-agents namespace", err)
+	// The tick reads its workloads by name: no list, no watch.
 	_, err = rec.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
-	allowed("list Deployments", err)
+	forbidden("reconcile", "list Deployments", err)
 	_, err = rec.AppsV1().DaemonSets(nodeNs).Watch(ctx, metav1.ListOptions{})
-	allowed("watch DaemonSets", err)
+	forbidden("reconcile", "watch DaemonSets", err)
 	_, err = rec.CoreV1().Pods(nodeNs).List(ctx, metav1.ListOptions{})
 	allowed("list pods", err)
 	_, err = rec.CoreV1().Events(ns).Create(ctx, &corev1.Event{
