@@ -154,6 +154,30 @@ func (r *Remote) Tags(ctx context.Context, repository string) ([]string, error) 
 	})
 }
 
+// Index pulls the multi-arch index ref names (by tag or digest) through
+// this Remote's transport, mirrors, credentials and retries, for an image
+// builder that stacks a layer on a base image. Its manifests and blobs are
+// fetched lazily, when the caller reads them.
+func (r *Remote) Index(ctx context.Context, ref string) (v1.ImageIndex, error) {
+	norm, err := Normalize(ref)
+	if err != nil {
+		return nil, err
+	}
+	src, err := r.source(norm)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := r.remoteOptions(ctx, src.Context())
+	if err != nil {
+		return nil, classify(displayName(src), err)
+	}
+	idx, err := remote.Index(src, opts...)
+	if err != nil {
+		return nil, classify(displayName(src), err)
+	}
+	return idx, nil
+}
+
 // remoteOptions are go-containerregistry options for one repository: a
 // finished, authenticated transport, so it neither pings nor retries.
 func (r *Remote) remoteOptions(ctx context.Context, repo name.Repository) ([]remote.Option, error) {

@@ -546,5 +546,41 @@ func TestTokenRealmOverPlainHTTPElsewhereIsRefused(t *testing.T) {
 	}
 	if n := realmHits.Load(); n != 0 {
 		t.Errorf("the plain-HTTP realm on another host got %d request(s), credentials included", n)
+
+// An image builder's base index comes through the same mirrors and transport
+// as every lookup: one ping, one manifest GET, and the bytes the registry holds.
+func TestIndexThroughMirror(t *testing.T) {
+	reg := registrytest.New(t)
+	want := reg.PushIndex(t, "distroless/static", "nonroot", "linux/amd64", "linux/arm64")
+	reg.Reset()
+	r := newRemote(t, reg, resolver.WithMirrors(map[string]string{"gcr.io": reg.Host}))
+	idx, err := r.Index(context.Background(), "gcr.io/distroless/static:nonroot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want {
+		t.Errorf("index digest %s, want %s", got, want)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Manifests) != 2 {
+		t.Errorf("index lists %d manifests, want 2", len(im.Manifests))
+	}
+	var paths []string
+	for _, q := range reg.Requests() {
+		paths = append(paths, q.Method+" "+q.Path)
+	}
+	if strings.Join(paths, "\n") != "GET /v2/\nGET /v2/distroless/static/manifests/nonroot" {
+		t.Errorf("registry saw:\n%s\nwant one ping and one manifest GET", strings.Join(paths, "\n"))
+	}
+	_, err = r.Index(context.Background(), "gcr.io/distroless/static:missing")
+	if !errors.Is(err, resolver.ErrNotFound) || !strings.Contains(err.Error(), reg.Host+"/distroless/static:missing") {
+		t.Errorf("missing base: %v; want ErrNotFound naming the mirrored ref", err)
 	}
 }
