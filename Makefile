@@ -5,11 +5,16 @@ BIN     ?= bin/chartpin
 IMAGE   ?=
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
+# urfave_cli_no_docs drops the Markdown/man generator chartpin never runs.
+TAGS    := urfave_cli_no_docs
+DIST    ?= dist
+# Reproducible builds date the SBOM by the commit, never by the clock.
+export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
-.PHONY: build demo test race bench e2e vet image kube-apiserver mutation fleet
+.PHONY: build demo test race bench e2e vet image dist dist-check release-prep kube-apiserver mutation fleet
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/chartpin
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/chartpin
 
 demo: build
 	./$(BIN) demo
@@ -44,6 +49,28 @@ bench:
 # layout in bin/image-oci, built without a Docker engine; IMAGE=REF pushes it too.
 image:
 	$(GO) run ./cmd/chartpin-image --version $(VERSION) --layout bin/image-oci $(if $(IMAGE),--push $(IMAGE))
+
+# The release in $(DIST): static binaries for linux, darwin and windows on
+# amd64 and arm64, chartpin.spdx.json, SHA256SUMS and the image as an OCI
+# layout ($(DIST)/image). Byte-identical for the same commit and Go.
+dist:
+	rm -rf $(DIST)
+	$(GO) run ./cmd/chartpin-dist --version $(VERSION) --out $(DIST)
+
+# Builds the whole release twice and compares every byte.
+dist-check:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(MAKE) --no-print-directory dist DIST=$$tmp/a && \
+	$(MAKE) --no-print-directory dist DIST=$$tmp/b && \
+	diff -r $$tmp/a $$tmp/b && echo "dist-check: two builds of $(VERSION) are byte-identical"
+
+# The release commit for VERSION=vX.Y.Z: the binaries' checksums go into
+# install/ (the action and the Helm plugin install only a binary matching
+# them) and the plugin version follows. Commit, then tag that commit.
+release-prep: dist
+	grep -v ' chartpin.spdx.json$$' $(DIST)/SHA256SUMS > install/SHA256SUMS
+	echo $(VERSION) > install/VERSION
+	sed -i 's/^version: .*/version: "$(patsubst v%,%,$(VERSION))"/' plugin.yaml
 
 # Builds kube-apiserver from the Go module proxy once per machine and prints its path.
 kube-apiserver:

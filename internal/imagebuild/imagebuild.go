@@ -40,6 +40,15 @@ const DefaultPath = "/usr/local/bin/chartpin"
 // DefaultPlatforms are the platforms chartpin ships for.
 var DefaultPlatforms = []string{"linux/amd64", "linux/arm64"}
 
+// Labels are chartpin's OCI image labels for a version.
+func Labels(version string) map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.title":   "chartpin",
+		"org.opencontainers.image.version": version,
+		"org.opencontainers.image.source":  "https://github.com/chartpin/chartpin",
+	}
+}
+
 // Spec describes one multi-arch image.
 type Spec struct {
 	// Binaries maps a platform ("linux/arm64") to a static binary built for it.
@@ -256,11 +265,16 @@ type GoBuild struct {
 	Package string
 	// LDFlags, e.g. "-s -w -X main.version=v1.2.3".
 	LDFlags string
-	Logger  *slog.Logger
+	// Tags are build tags, e.g. "urfave_cli_no_docs".
+	Tags   string
+	Logger *slog.Logger
 }
 
 // CrossCompile builds the package once per platform with CGO_ENABLED=0 (a
-// static binary) into outDir/<os>-<arch>/<name> and returns the paths by platform.
+// static binary) into outDir/<os>-<arch>/<name> (<name>.exe on Windows) and
+// returns the paths by platform. Builds are -trimpath and -buildvcs=false:
+// the bytes depend on the sources and the toolchain only, not on the
+// checkout's path or commit, so checksums can be committed with the sources.
 func (b GoBuild) CrossCompile(ctx context.Context, outDir string, platforms []string) (map[string]string, error) {
 	goTool, log := b.Go, b.Logger
 	if goTool == "" {
@@ -275,13 +289,20 @@ func (b GoBuild) CrossCompile(ctx context.Context, outDir string, platforms []st
 		if err != nil {
 			return nil, fmt.Errorf("platform %q: %w", p, err)
 		}
-		bin, err := filepath.Abs(filepath.Join(outDir, plat.OS+"-"+plat.Architecture+plat.Variant, filepath.Base(b.Package)))
+		exe := filepath.Base(b.Package)
+		if plat.OS == "windows" {
+			exe += ".exe"
+		}
+		bin, err := filepath.Abs(filepath.Join(outDir, plat.OS+"-"+plat.Architecture+plat.Variant, exe))
 		if err != nil {
 			return nil, err
 		}
-		args := []string{"build", "-trimpath", "-o", bin}
+		args := []string{"build", "-trimpath", "-buildvcs=false", "-o", bin}
 		if b.LDFlags != "" {
 			args = append(args, "-ldflags", b.LDFlags)
+		}
+		if b.Tags != "" {
+			args = append(args, "-tags", b.Tags)
 		}
 		args = append(args, b.Package)
 		cmd := exec.CommandContext(ctx, goTool, args...)
