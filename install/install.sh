@@ -20,7 +20,7 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 repo=${CHARTPIN_REPOSITORY_URL:-https://github.com/chartpin/chartpin}
 downloads=${CHARTPIN_DOWNLOAD_URL:-${repo%.git}/releases/download}
-version=$(tr -d '[:space:]' <"$src/install/VERSION" 2>/dev/null || true)
+version=$(tr -d '[:space:]' 2>/dev/null <"$src/install/VERSION" || true)
 
 die() { echo "chartpin install: $*" >&2; exit 1; }
 

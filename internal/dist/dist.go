@@ -79,14 +79,19 @@ type Result struct {
 	Image v1.Hash
 }
 
-// Build writes the release into o.Out.
-func Build(ctx context.Context, o Options) (Result, error) {
+// Build writes the release into o.Out; on failure it leaves o.Out empty.
+func Build(ctx context.Context, o Options) (res Result, err error) {
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
 	if err := emptyDir(o.Out); err != nil {
 		return Result{}, err
 	}
+	defer func() {
+		if err != nil {
+			removeContents(o.Out)
+		}
+	}()
 	tmp := filepath.Join(o.Out, buildTemp)
 	defer os.RemoveAll(tmp)
 	built, err := imagebuild.GoBuild{
@@ -95,7 +100,6 @@ func Build(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var res Result
 	for _, p := range o.Platforms {
 		name := BinaryName(p)
 		if err := os.Rename(built[p], filepath.Join(o.Out, name)); err != nil {
@@ -161,6 +165,14 @@ func emptyDir(dir string) error {
 		return fmt.Errorf("dist: %s is not empty: remove it or name another --out", dir)
 	}
 	return nil
+}
+
+// removeContents removes what a failed build wrote into dir (empty before it).
+func removeContents(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
 }
 
 func writeImage(o Options, built map[string]string) (v1.Hash, error) {

@@ -96,6 +96,15 @@ func TestBuildRefusesAFullDirectory(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "image platform linux/amd64 is not among") {
 		t.Errorf("image platform without a binary: %v", err)
 	}
+	// A failed build leaves nothing behind (here: no Go module to build).
+	failed := filepath.Join(t.TempDir(), "dist")
+	_, err = Build(context.Background(), Options{Dir: t.TempDir(), Out: failed, Version: "v1.0.0", Platforms: []string{"linux/amd64"}, ImagePlatforms: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "go build ./cmd/chartpin for linux/amd64") {
+		t.Errorf("build outside a module: %v", err)
+	}
+	if got := readTree(t, failed); len(got) != 0 {
+		t.Errorf("a failed build left %v", keys(got))
+	}
 }
 
 func readTree(t *testing.T, dir string) map[string][]byte {
