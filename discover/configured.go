@@ -199,7 +199,7 @@ func configuredString(name string, n *yaml.Node, img config.Image) (Pin, error) 
 		p.Tag, p.Digest = stripDigest(value), digestOf(value)
 		p.Repository, p.Problem = normalizeRepo(img.Repository)
 	} else {
-		if !refRe.MatchString(value) {
+		if !refRe().MatchString(value) {
 			return Pin{}, fmt.Errorf("%s:%d: %s holds %q, not an image reference repo:tag[@sha256:…]", name, n.Line, img.At, value)
 		}
 		repo, tag, digest := splitRef(value)

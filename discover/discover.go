@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -154,8 +155,12 @@ var (
 	digestRe    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	tagRe       = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 	tagDigestRe = regexp.MustCompile(`^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})@(sha256:[0-9a-f]{64})$`)
-	// a reference with a repository path: [host[:port]/]path[:tag][@digest]
-	refRe = regexp.MustCompile(`^([a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$`)
+	// refRe matches a reference with a repository path: [host[:port]/]path[:tag][@digest].
+	// Compiled on first use: it is the costliest regexp in the binary, and
+	// commands that never discover images (--version, completion) should not pay for it.
+	refRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^([a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$`)
+	})
 	// variantRe matches fooDigest and digestFoo pin keys.
 	suffixRe = regexp.MustCompile(`^([a-z][A-Za-z0-9]*)Digest$`)
 	prefixRe = regexp.MustCompile(`^digest([A-Z][A-Za-z0-9]*)$`)

@@ -126,7 +126,7 @@ func (b block) hasSibling(keys ...string) bool {
 // isImageRef reports whether a string value is a single-string image: a key
 // named image (or fooImage) holding repo:tag, or any value holding repo…@sha256:….
 func isImageRef(key, value string) bool {
-	if !refRe.MatchString(value) {
+	if !refRe().MatchString(value) {
 		return false
 	}
 	repo, tag, digest := splitRef(value)
