@@ -185,7 +185,7 @@ func checkBinary(t *testing.T, root, bin string, data []byte) {
 	for _, s := range info.Settings {
 		settings[s.Key] = s.Value
 	}
-	for k, v := range map[string]string{"-trimpath": "true", "CGO_ENABLED": "0", "-tags": BuildTags, "-buildvcs": "false"} {
+	for k, v := range map[string]string{"-trimpath": "true", "CGO_ENABLED": "0", "-tags": BuildTags} {
 		if settings[k] != v {
 			t.Errorf("build setting %s = %q, want %q", k, settings[k], v)
 		}
