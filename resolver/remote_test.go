@@ -546,6 +546,8 @@ func TestTokenRealmOverPlainHTTPElsewhereIsRefused(t *testing.T) {
 	}
 	if n := realmHits.Load(); n != 0 {
 		t.Errorf("the plain-HTTP realm on another host got %d request(s), credentials included", n)
+	}
+}
 
 // An image builder's base index comes through the same mirrors and transport
 // as every lookup: one ping, one manifest GET, and the bytes the registry holds.
