@@ -54,7 +54,7 @@ func TestGoldenOutput(t *testing.T) {
 		"pin":           {"pin", chart, "--digests", lock, "--dry-run"},
 		"bump":          {"bump", chart, "minor", "--dry-run"},
 		"drift":         {"drift", chart, "--digests", lock},
-		"init":          {"init", chart, "--digests", lock, "--dry-run"},
+		"init":          {"init", chart, "--config", filepath.Join(dir, "chartpin.yaml"), "--digests", lock, "--dry-run"},
 	}
 	for name, args := range cases {
 		for _, format := range []string{"text", "json", "markdown"} {

@@ -196,13 +196,11 @@ func checkBinary(t *testing.T, root, bin string, data []byte) {
 		}
 	}
 	paths := []string{root}
-	for _, v := range []string{"GOMODCACHE", "GOROOT", "GOPATH"} {
+	// The home directory itself is no test: "/root/" is also a Go package path (".../pkg/root/").
+	for _, v := range []string{"GOMODCACHE", "GOROOT", "GOPATH", "GOCACHE"} {
 		if p, err := exec.Command("go", "env", v).Output(); err == nil && len(bytes.TrimSpace(p)) > 0 {
 			paths = append(paths, string(bytes.TrimSpace(p)))
 		}
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		paths = append(paths, home+"/")
 	}
 	for _, p := range paths {
 		if bytes.Contains(data, []byte(p)) {
