@@ -255,19 +255,20 @@ func preCommitHooks(t *testing.T, root string) map[string]hook {
 func runHook(t *testing.T, h hook, dir string, env []string) (int, string) {
 	t.Helper()
 	argv := append(strings.Fields(h.Entry), h.Args...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	for _, e := range env { // exec resolves argv[0] with the test's PATH: use the hook's
+	name := argv[0]
+	for _, e := range env { // exec.Command resolves a name with the test's PATH: use the hook's
 		if p, ok := strings.CutPrefix(e, "PATH="); ok {
 			for _, d := range filepath.SplitList(p) {
 				if fileExists(filepath.Join(d, argv[0])) {
-					cmd.Path = filepath.Join(d, argv[0])
+					name = filepath.Join(d, argv[0])
 					break
 				}
 			}
 		}
 	}
+	cmd := exec.Command(name, argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode(), string(out)

@@ -69,10 +69,11 @@ sha256() {
 }
 
 install_release() {
-  local dest=$1 file want got tmp
+  local dest=$1 file want got
   file=$(platform)
   want=$(awk -v f="$file" '$2 == f {print $1}' "$src/install/SHA256SUMS")
   [[ -n $want ]] || die "install/SHA256SUMS has no checksum for $file"
+  # Global, not local: the EXIT trap runs after this function has returned.
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   curl -fsSL --retry 3 -o "$tmp/$file" "$downloads/$version/$file" ||
