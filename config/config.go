@@ -78,6 +78,9 @@ type Image struct {
 	Format string
 	// Platforms the pinned index must contain.
 	Platforms []string
+	// SingleArch allows a single-platform manifest where no platform is
+	// required (a first pin of an image built for one platform only).
+	SingleArch bool
 	// Versions is a semver range: pin the highest tag in it instead of the float.
 	Versions string
 	// When is a values condition that must hold for the pin to move.
@@ -463,11 +466,16 @@ func validPath(s string) error {
 }
 
 func (p parser) image(n *yaml.Node) (Image, error) {
-	fields, err := p.mapping(n, "at", "repository", "tagFrom", "pin", "format", "platforms", "versions", "when", "follows", "hold", "verify")
+	fields, err := p.mapping(n, "at", "repository", "tagFrom", "pin", "format", "platforms", "singleArch", "versions", "when", "follows", "hold", "verify")
 	if err != nil {
 		return Image{}, err
 	}
 	img := Image{Line: n.Line}
+	if sn, ok := fields["singleArch"]; ok {
+		if sn.Kind != yaml.ScalarNode || sn.Tag != "!!bool" || sn.Decode(&img.SingleArch) != nil {
+			return Image{}, p.errf(sn, "singleArch: must be true or false")
+		}
+	}
 	strs := map[string]*string{"at": &img.At, "repository": &img.Repository, "tagFrom": &img.TagFrom, "pin": &img.Pin,
 		"format": &img.Format, "versions": &img.Versions, "when": &img.When, "follows": &img.Follows, "hold": &img.Hold}
 	for k, dst := range strs {
@@ -532,7 +540,7 @@ func (p parser) image(n *yaml.Node) (Image, error) {
 		if err := validPath(img.Follows); err != nil {
 			return Image{}, p.errf(fields["follows"], "follows: %v", err)
 		}
-		for _, k := range []string{"repository", "tagFrom", "versions", "platforms", "verify"} {
+		for _, k := range []string{"repository", "tagFrom", "versions", "platforms", "singleArch", "verify"} {
 			if _, ok := fields[k]; ok {
 				return Image{}, p.errf(fields[k], "%s: has no effect with follows: (the digest comes from %s); drop one of them", k, img.Follows)
 			}

@@ -23,7 +23,7 @@ func configured(name string, root *yaml.Node, cfg *config.Chart) ([]Pin, error) 
 			return nil, failure.Input(fmt.Errorf("%s:%d: image %s: %w", configName(cfg), img.Line, img.At, err))
 		}
 		p.Platforms, p.Versions, p.When, p.Follows, p.Hold, p.ConfigLine = img.Platforms, img.Versions, img.When, img.Follows, img.Hold, img.Line
-		p.VerifyKey = img.VerifyKey
+		p.VerifyKey, p.SingleArch = img.VerifyKey, img.SingleArch
 		pins = append(pins, p)
 	}
 	if len(cfg.Acknowledge) == 0 {

@@ -56,13 +56,15 @@ type Pin struct {
 	// Format is how the pin is written: digest | hex | tag@digest | ref@digest.
 	Format    string   `json:"format"`
 	Platforms []string `json:"platforms,omitempty"`
-	Versions  string   `json:"versions,omitempty"`
-	When      string   `json:"when,omitempty"`
-	Follows   string   `json:"follows,omitempty"`
+	// SingleArch allows a single-platform manifest where no platform is required.
+	SingleArch bool   `json:"single_arch,omitempty"`
+	Versions   string `json:"versions,omitempty"`
+	When       string `json:"when,omitempty"`
+	Follows    string `json:"follows,omitempty"`
 	// Hold is why the config says this pin never moves ("" means it moves).
 	Hold string `json:"hold,omitempty"`
 	// VerifyKey is the public key a new digest's signature must verify with ("" means none).
-	VerifyKey string `json:"verifyKey,omitempty"`
+	VerifyKey string `json:"verify_key,omitempty"`
 	// Problem is non-empty when the image cannot be determined (unwatchable).
 	Problem string `json:"problem,omitempty"`
 	// ConfigLine is the chartpin.yaml line that configured this pin (0 in discovery).

@@ -214,3 +214,33 @@ func TestFirstPinRefusesSingleArch(t *testing.T) {
 		t.Errorf("values.yaml changed:\n%s", got)
 	}
 }
+
+// singleArch: true lets a first pin be a single-platform manifest (an image
+// built for one platform only); it never lets a pin lose platforms it had.
+func TestSingleArchAllowedByConfig(t *testing.T) {
+	reg := registrytest.New(t)
+	single := reg.PushImage(t, "team/app", "1.0")
+	cfg := "charts:\n  - dir: .\n    images:\n      - at: app.image\n        singleArch: true\n"
+
+	dir, _ := platformsChart(t, reg.Host, `""`, cfg)
+	res, err := Plan(context.Background(), Options{ConfigPath: filepath.Join(dir, "chartpin.yaml"), Resolver: onlineResolver(t, reg.Host)})
+	if err != nil || res.Refused() {
+		t.Fatalf("single-arch first pin with singleArch: true: %v", err)
+	}
+	if err := res.Apply(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "values.yaml")); !strings.Contains(string(got), "digest: \""+single+"\"") {
+		t.Errorf("values.yaml does not pin %s:\n%s", single, got)
+	}
+
+	index := reg.PushIndex(t, "team/app", "0.9", "linux/amd64", "linux/arm64")
+	dir, values := platformsChart(t, reg.Host, `"`+index+`"`, cfg)
+	res, err = Plan(context.Background(), Options{ConfigPath: filepath.Join(dir, "chartpin.yaml"), Resolver: onlineResolver(t, reg.Host)})
+	if err == nil && (res == nil || !res.Refused()) {
+		t.Fatal("singleArch: true let a two-platform pin shrink to one platform")
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "values.yaml")); string(got) != string(values) {
+		t.Errorf("values.yaml changed:\n%s", got)
+	}
+}

@@ -152,9 +152,10 @@ func checkPlatforms(ctx context.Context, active []*state, r resolver.Interface, 
 		}
 		// Nothing to keep and nothing required: a single-arch digest is
 		// refused all the same, never pinned silently (see
-		// docs/design.md#index-digests-only). An offline lock entry that
+		// docs/design.md#index-digests-only), unless the config says the
+		// image is built for one platform. An offline lock entry that
 		// records no media type is unknown here, and not refused.
-		if m.MediaType != "" && !m.IsIndex() {
+		if m.MediaType != "" && !m.IsIndex() && !s.SingleArch {
 			s.refuse(s.ref, fmt.Errorf("refusing to pin %s: it is a single-arch manifest (%s), not a multi-arch index: %w; "+
 				"push a multi-arch index for the tag (chartpin pins indexes only), or move %s to a tag that names one",
 				s.newDigest, m.MediaType, resolver.ErrPlatforms, s.At))
