@@ -146,8 +146,9 @@ type FileChange struct {
 	After  []byte
 }
 
-// Changed reports whether any file changes.
-func (r *Result) Changed() bool { return len(r.files) > 0 }
+// Changed reports whether Apply writes any file: a refused plan shows its
+// edits but writes none.
+func (r *Result) Changed() bool { return len(r.files) > 0 && !r.Refused() }
 
 // Files returns every file the run writes, in a stable order.
 func (r *Result) Files() []FileChange { return append([]FileChange(nil), r.files...) }

@@ -226,7 +226,7 @@ func TestPinPlatformsAndPlans(t *testing.T) {
 			files:  map[string]string{"Chart.yaml": policyChart, "values.yaml": onePin(dOld), "templates/NOTES.txt": "pinned " + dOld + "\n"},
 			lock:   oneMoved,
 			args:   []string{"--dry-run", "-o", "json"},
-			stdout: []string{`"dry_run": true`, `"refusals": [`, `"line": 1,`, `"path": "app.image.digest"`},
+			stdout: []string{`"changed": false`, `"dry_run": true`, `"refusals": [`, `"line": 1,`, `"path": "app.image.digest"`},
 			code:   1,
 		},
 		{
