@@ -170,13 +170,8 @@ func deprecateIndex(ctx context.Context, res *DeprecateResult, prerelease bool, 
 	if gs == nil {
 		return out, nil
 	}
-	c, err := o.Repo.Commit(ctx, gitops.CommitRequest{Branch: o.PagesBranch, Parent: gs.branch.Tip, Files: gs.staged,
-		Message: fmt.Sprintf("%s %s %s", out.Action, res.Name, res.Version)})
+	c, err := gs.push(ctx, o.PagesBranch, fmt.Sprintf("%s %s %s", out.Action, res.Name, res.Version))
 	if err != nil {
-		return out, err
-	}
-	beforePagesPush()
-	if err := o.Repo.Push(ctx, o.PagesBranch, c.Hash, gs.branch); err != nil {
 		return out, err
 	}
 	out.Commit = c.Hash.String()

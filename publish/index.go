@@ -53,6 +53,17 @@ type gitStore struct {
 	staged map[string][]byte
 }
 
+// push commits the staged files on top of the branch tip it read and
+// pushes with a lease on that tip.
+func (g *gitStore) push(ctx context.Context, branch, message string) (gitops.Commit, error) {
+	c, err := g.repo.Commit(ctx, gitops.CommitRequest{Branch: branch, Parent: g.branch.Tip, Files: g.staged, Message: message})
+	if err != nil {
+		return c, err
+	}
+	beforePagesPush()
+	return c, g.repo.Push(ctx, branch, c.Hash, g.branch)
+}
+
 func (g *gitStore) read(name string) ([]byte, error) {
 	if b, ok := g.staged[name]; ok {
 		return b, nil
@@ -207,13 +218,8 @@ func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Op
 		return out, nil
 	}
 
-	c, err := o.Repo.Commit(ctx, gitops.CommitRequest{Branch: o.PagesBranch, Parent: gs.branch.Tip, Files: gs.staged,
-		Message: fmt.Sprintf("publish %s %s\n\nsha256 %s", res.Name, res.Version, res.Digest)})
+	c, err := gs.push(ctx, o.PagesBranch, fmt.Sprintf("publish %s %s\n\nsha256 %s", res.Name, res.Version, res.Digest))
 	if err != nil {
-		return out, err
-	}
-	beforePagesPush()
-	if err := o.Repo.Push(ctx, o.PagesBranch, c.Hash, gs.branch); err != nil {
 		return out, err
 	}
 	out.Commit = c.Hash.String()
