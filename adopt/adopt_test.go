@@ -3,7 +3,6 @@ package adopt_test
 import (
 	"bytes"
 	"context"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,28 +16,6 @@ import (
 	"github.com/chartpin/chartpin/pin"
 	"github.com/chartpin/chartpin/resolver"
 )
-
-// readTree returns relative path → bytes of every file under dir.
-func readTree(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		out[filepath.ToSlash(rel)] = data
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 func writeTree(t *testing.T, dir string, files map[string][]byte) {
 	t.Helper()
@@ -77,7 +54,7 @@ func TestAdoptionGolden(t *testing.T) {
 		caseDir := filepath.Dir(orig)
 		t.Run(filepath.Base(caseDir), func(t *testing.T) {
 			work := t.TempDir()
-			writeTree(t, work, readTree(t, orig))
+			writeTree(t, work, golden.ReadTree(t, orig))
 			cfg := filepath.Join(work, "chartpin.yaml")
 			r := offline(t, filepath.Join(caseDir, "digests.yaml"))
 			ctx := context.Background()
@@ -95,13 +72,13 @@ func TestAdoptionGolden(t *testing.T) {
 			if err := plan.Apply(); err != nil {
 				t.Fatal(err)
 			}
-			got := readTree(t, work)
+			got := golden.ReadTree(t, work)
 			exp := filepath.Join(caseDir, "expected")
 			if *golden.Update {
 				os.RemoveAll(exp)
 				writeTree(t, exp, got)
 			}
-			want := readTree(t, exp)
+			want := golden.ReadTree(t, exp)
 			var names []string
 			for n := range want {
 				names = append(names, n)
@@ -147,7 +124,7 @@ func TestAdoptionGolden(t *testing.T) {
 // keeps its bytes; force replaces it.
 func TestWriteNeverOverwrites(t *testing.T) {
 	work := t.TempDir()
-	writeTree(t, work, readTree(t, "testdata/fulcio/original"))
+	writeTree(t, work, golden.ReadTree(t, "testdata/fulcio/original"))
 	cfg := filepath.Join(work, "chartpin.yaml")
 	if err := os.WriteFile(cfg, []byte("# mine\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -48,28 +48,6 @@ func copyTree(t *testing.T, src, dst string) {
 	}
 }
 
-// readTree returns relative path → bytes of every file under dir.
-func readTree(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		out[filepath.ToSlash(rel)] = data
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func offline(t *testing.T, lockPath string) resolver.Interface {
 	t.Helper()
 	lock, err := resolver.ReadLock(lockPath)
@@ -116,7 +94,7 @@ func TestGolden(t *testing.T) {
 			if err := res.Apply(); err != nil {
 				t.Fatal(err)
 			}
-			got := readTree(t, work)
+			got := golden.ReadTree(t, work)
 			exp := filepath.Join(caseDir, "expected")
 			if *golden.Update {
 				os.RemoveAll(exp)
@@ -130,7 +108,7 @@ func TestGolden(t *testing.T) {
 					}
 				}
 			}
-			want := readTree(t, exp)
+			want := golden.ReadTree(t, exp)
 			var names []string
 			for n := range want {
 				names = append(names, n)

@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chartpin/chartpin/internal/golden"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
@@ -51,7 +51,7 @@ func TestBuildIsReproducible(t *testing.T) {
 	if again := build(b); again.Image != res.Image {
 		t.Errorf("image digest %s, then %s", res.Image, again.Image)
 	}
-	treeA, treeB := readTree(t, a), readTree(t, b)
+	treeA, treeB := golden.ReadTree(t, a), golden.ReadTree(t, b)
 	if len(treeA) != len(treeB) {
 		t.Errorf("first build wrote %d files, second %d", len(treeA), len(treeB))
 	}
@@ -89,7 +89,7 @@ func TestBuildRefusesAFullDirectory(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), out+" is not empty") {
 		t.Fatalf("err = %v, want a refusal naming %s", err, out)
 	}
-	if got := readTree(t, out); len(got) != 1 || string(got["chartpin_linux_amd64"]) != "an older release" {
+	if got := golden.ReadTree(t, out); len(got) != 1 || string(got["chartpin_linux_amd64"]) != "an older release" {
 		t.Errorf("the refused build touched %s: %v", out, keys(got))
 	}
 	_, err = Build(context.Background(), Options{Out: t.TempDir(), Version: "v1.0.0", Platforms: []string{"darwin/arm64"}})
@@ -102,26 +102,9 @@ func TestBuildRefusesAFullDirectory(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "go build ./cmd/chartpin for linux/amd64") {
 		t.Errorf("build outside a module: %v", err)
 	}
-	if got := readTree(t, failed); len(got) != 0 {
+	if got := golden.ReadTree(t, failed); len(got) != 0 {
 		t.Errorf("a failed build left %v", keys(got))
 	}
-}
-
-func readTree(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		out[filepath.ToSlash(rel)], err = os.ReadFile(path)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func keys(m map[string][]byte) []string {
