@@ -17,19 +17,6 @@ import (
 	"github.com/chartpin/chartpin/resolver"
 )
 
-func writeTree(t *testing.T, dir string, files map[string][]byte) {
-	t.Helper()
-	for rel, data := range files {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func offline(t *testing.T, path string) resolver.Interface {
 	t.Helper()
 	lock, err := resolver.ReadLock(path)
@@ -54,7 +41,7 @@ func TestAdoptionGolden(t *testing.T) {
 		caseDir := filepath.Dir(orig)
 		t.Run(filepath.Base(caseDir), func(t *testing.T) {
 			work := t.TempDir()
-			writeTree(t, work, golden.ReadTree(t, orig))
+			golden.WriteTree(t, work, golden.ReadTree(t, orig))
 			cfg := filepath.Join(work, "chartpin.yaml")
 			r := offline(t, filepath.Join(caseDir, "digests.yaml"))
 			ctx := context.Background()
@@ -76,7 +63,7 @@ func TestAdoptionGolden(t *testing.T) {
 			exp := filepath.Join(caseDir, "expected")
 			if *golden.Update {
 				os.RemoveAll(exp)
-				writeTree(t, exp, got)
+				golden.WriteTree(t, exp, got)
 			}
 			want := golden.ReadTree(t, exp)
 			var names []string
@@ -124,7 +111,7 @@ func TestAdoptionGolden(t *testing.T) {
 // keeps its bytes; force replaces it.
 func TestWriteNeverOverwrites(t *testing.T) {
 	work := t.TempDir()
-	writeTree(t, work, golden.ReadTree(t, "testdata/fulcio/original"))
+	golden.WriteTree(t, work, golden.ReadTree(t, "testdata/fulcio/original"))
 	cfg := filepath.Join(work, "chartpin.yaml")
 	if err := os.WriteFile(cfg, []byte("# mine\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -158,7 +145,7 @@ func TestRequestsOnline(t *testing.T) {
 	reg.PushIndex(t, "team/debug", "latest", "linux/amd64")
 	reg.PushIndex(t, "team/worker", "2.0", "linux/amd64")
 	work := t.TempDir()
-	writeTree(t, work, map[string][]byte{
+	golden.WriteTree(t, work, map[string][]byte{
 		"chart/Chart.yaml": []byte("apiVersion: v2\nname: x\nversion: 1.0.0\n"),
 		"chart/values.yaml": []byte("api:\n  repository: " + reg.Host + "/team/api\n  tag: \"1.0\"\n  digest: " + api + "\n" +
 			"apiCopy:\n  repository: " + reg.Host + "/team/api\n  tag: \"1.0\"\n  digest: " + api + "\n" +

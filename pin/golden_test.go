@@ -3,7 +3,6 @@ package pin
 import (
 	"bytes"
 	"context"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -24,28 +23,6 @@ type goldenCase struct {
 	Bump          string            `yaml:"bump"`
 	Version       string            `yaml:"version"`
 	AppVersion    string            `yaml:"appVersion"`
-}
-
-// copyTree copies src into dst.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func offline(t *testing.T, lockPath string) resolver.Interface {
@@ -77,7 +54,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			work := t.TempDir()
-			copyTree(t, orig, work)
+			golden.WriteTree(t, work, golden.ReadTree(t, orig))
 			values := filepath.Join(work, "values.yaml")
 			if err := os.Chmod(values, 0o640); err != nil {
 				t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/chartpin/chartpin/internal/golden"
 )
 
 // The release oracles are real release commits: from before/, with a lock
@@ -49,7 +51,7 @@ func TestReleaseOracles(t *testing.T) {
 			base := filepath.Join("testdata", tc.name)
 			work := t.TempDir()
 			chart := filepath.Join(work, "chart")
-			copyTree(t, filepath.Join(base, "before"), chart)
+			golden.WriteTree(t, chart, golden.ReadTree(t, filepath.Join(base, "before")))
 			lockPath := filepath.Join(work, "digests.yaml")
 			writeTree(t, work, map[string]string{"digests.yaml": tc.lock})
 			opts := tc.opts

@@ -11,13 +11,15 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/chartpin/chartpin/internal/golden"
 )
 
 // planCase plans testdata/<name> in a temporary copy (nothing applied).
 func planCase(t *testing.T, name string, rewrite bool) (*Result, string) {
 	t.Helper()
 	work := t.TempDir()
-	copyTree(t, filepath.Join("testdata", name, "original"), work)
+	golden.WriteTree(t, work, golden.ReadTree(t, filepath.Join("testdata", name, "original")))
 	var gc goldenCase
 	if data, err := os.ReadFile(filepath.Join("testdata", name, "case.yaml")); err == nil {
 		if err := yaml.Unmarshal(data, &gc); err != nil {

@@ -52,3 +52,18 @@ func ReadTree(t testing.TB, dir string) map[string][]byte {
 	}
 	return out
 }
+
+// WriteTree writes files (relative path → bytes, as ReadTree returns them)
+// under dir, creating folders; ReadTree then WriteTree copies a tree.
+func WriteTree(t testing.TB, dir string, files map[string][]byte) {
+	t.Helper()
+	for rel, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
