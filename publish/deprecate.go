@@ -106,15 +106,9 @@ func deprecateIndex(ctx context.Context, res *DeprecateResult, prerelease bool, 
 		}
 		dir, roots = o.PrereleaseIndex, []urlRoot{{o.PrereleaseBaseURL, o.PrereleaseIndex}, {o.BaseURL, stableDir}}
 	}
-	st := newDirStore()
-	var gs *gitStore
-	if o.PagesBranch != "" {
-		b, err := o.Repo.Fetch(ctx, o.PagesBranch)
-		if err != nil {
-			return nil, err
-		}
-		gs = &gitStore{repo: o.Repo, branch: b, staged: map[string][]byte{}}
-		st = gs
+	st, gs, err := openStore(ctx, o)
+	if err != nil {
+		return nil, err
 	}
 	out := &IndexResult{Location: st.where(dir)}
 	idxPath := st.join(dir, indexName)

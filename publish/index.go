@@ -53,6 +53,20 @@ type gitStore struct {
 	staged map[string][]byte
 }
 
+// openStore is where the index lives: the --pages-branch tip as fetched
+// now (gs, to commit on), or the local directory.
+func openStore(ctx context.Context, o Options) (st store, gs *gitStore, err error) {
+	if o.PagesBranch == "" {
+		return newDirStore(), nil, nil
+	}
+	b, err := o.Repo.Fetch(ctx, o.PagesBranch)
+	if err != nil {
+		return nil, nil, err
+	}
+	gs = &gitStore{repo: o.Repo, branch: b, staged: map[string][]byte{}}
+	return gs, gs, nil
+}
+
 // push commits the staged files on top of the branch tip it read and
 // pushes with a lease on that tip.
 func (g *gitStore) push(ctx context.Context, branch, message string) (gitops.Commit, error) {
@@ -116,15 +130,9 @@ func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Op
 		dir, base = o.PrereleaseIndex, o.PrereleaseBaseURL
 		roots = []urlRoot{{base, dir}, {o.BaseURL, stableDir}}
 	}
-	var st = newDirStore()
-	var gs *gitStore
-	if o.PagesBranch != "" {
-		b, err := o.Repo.Fetch(ctx, o.PagesBranch)
-		if err != nil {
-			return nil, err
-		}
-		gs = &gitStore{repo: o.Repo, branch: b, staged: map[string][]byte{}}
-		st = gs
+	st, gs, err := openStore(ctx, o)
+	if err != nil {
+		return nil, err
 	}
 	out := &IndexResult{Location: st.where(dir)}
 	idxPath, tgzPath := st.join(dir, indexName), st.join(dir, res.Filename)
