@@ -37,6 +37,10 @@ const (
 	NotPinned    Status = "not pinned"
 )
 
+// Statuses are every status in the order the summary counts them; the
+// command's help lists them from here, so the two cannot disagree.
+var Statuses = []Status{OK, Drift, Unresolved, Unwatchable, Acknowledged, Held, NotPinned}
+
 // Finding reports whether the status fails the check.
 func (s Status) Finding() bool { return s == Drift || s == Unresolved || s == Unwatchable }
 

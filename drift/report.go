@@ -16,11 +16,11 @@ const offlineMark = "OFFLINE "
 
 // Summary is the one-line tally.
 func (r *Report) Summary() string {
-	s := fmt.Sprintf("drift: %d pin(s): %d ok, %d DRIFT, %d UNRESOLVED, %d UNWATCHABLE, %d ACKNOWLEDGED, %d not pinned",
-		len(r.Items), r.Count(OK), r.Count(Drift), r.Count(Unresolved), r.Count(Unwatchable), r.Count(Acknowledged), r.Count(NotPinned))
-	if n := r.Count(Held); n > 0 {
-		s += fmt.Sprintf(", %d HELD", n)
+	counts := make([]string, len(Statuses))
+	for i, st := range Statuses {
+		counts[i] = fmt.Sprintf("%d %s", r.Count(st), st)
 	}
+	s := fmt.Sprintf("drift: %d pin(s): %s", len(r.Items), strings.Join(counts, ", "))
 	if r.Requests != nil {
 		q := r.Requests
 		s += fmt.Sprintf("; registry requests: HEAD %d, GET %d, token %d, ping %d, other %d (%d in all, %d of them retries)",

@@ -72,6 +72,7 @@ func newApp() *cli.App {
 	}
 	for _, c := range commands {
 		c.OnUsageError = app.OnUsageError
+		withExamples(c)
 	}
 	return app
 }

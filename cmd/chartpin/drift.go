@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,7 +17,7 @@ import (
 func driftCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "drift",
-		Usage:     "read-only: does each pin's float still resolve to it? ok / DRIFT / UNRESOLVED / UNWATCHABLE / ACKNOWLEDGED",
+		Usage:     "read-only: does each pin's float still resolve to it? " + statusList(" / "),
 		ArgsUsage: "[CHART_DIR...]",
 		Flags: append(checkFlags(),
 			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present; pins it lacks are discovered too)"},
@@ -109,4 +110,13 @@ func relToCwd(p string) string {
 		return rel
 	}
 	return p
+}
+
+// statusList is every drift status, as the summary line counts them.
+func statusList(sep string) string {
+	names := make([]string, len(drift.Statuses))
+	for i, s := range drift.Statuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, sep)
 }
