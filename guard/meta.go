@@ -168,7 +168,7 @@ func (g *guard) inIndex(ctx context.Context, name, version string) (bool, error)
 	} else {
 		var err error
 		if data, err = os.ReadFile(g.o.index); err != nil {
-			return false, fmt.Errorf("reading the index: %w", err)
+			return false, fmt.Errorf("reading the index: %w", redact.Err(err))
 		}
 	}
 	var idx index

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/chartpin/chartpin/chartbump"
 	"github.com/chartpin/chartpin/gitops"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/redact"
 )
 
 // ErrPublished: the version is already published with different bytes.
@@ -207,17 +209,28 @@ func defaults(o *Options) error {
 		return failure.Input(errors.New("--index-dir and --pages-branch are exclusive: the index lives in one place"))
 	case o.PagesBranch != "" && o.Repo == nil:
 		return failure.Input(errors.New("--pages-branch needs a git checkout to push from"))
-	case o.OCI != "" && !strings.HasPrefix(o.OCI, "oci://"):
-		return failure.Input(fmt.Errorf("--oci %q: want oci://HOST/PATH", o.OCI))
 	case o.BaseURL != "" && !isHTTP(o.BaseURL):
-		return failure.Input(fmt.Errorf("--base-url %q: want an http(s) URL", o.BaseURL))
+		return failure.Input(fmt.Errorf("--base-url %q: want an http(s) URL", redact.URL(o.BaseURL)))
 	case o.PrereleaseBaseURL != "" && !isHTTP(o.PrereleaseBaseURL):
-		return failure.Input(fmt.Errorf("--prerelease-base-url %q: want an http(s) URL", o.PrereleaseBaseURL))
+		return failure.Input(fmt.Errorf("--prerelease-base-url %q: want an http(s) URL", redact.URL(o.PrereleaseBaseURL)))
 	case o.PrereleaseBaseURL != "" && strings.TrimRight(o.PrereleaseBaseURL, "/") == strings.TrimRight(o.BaseURL, "/"):
 		return failure.Input(fmt.Errorf("--prerelease-base-url %s is --base-url: prerelease tarball URLs would point into the stable repository; give the URL --prerelease-index is served at",
 			o.PrereleaseBaseURL))
 	case o.PrereleaseBaseURL != "" && o.PrereleaseIndex == "":
 		return failure.Input(errors.New("--prerelease-base-url without --prerelease-index: say where prereleases go"))
+	}
+	if o.OCI != "" {
+		if err := CheckOCI("--oci", o.OCI); err != nil {
+			return err
+		}
+	}
+	for _, f := range [][2]string{{"--base-url", o.BaseURL}, {"--prerelease-base-url", o.PrereleaseBaseURL}} {
+		if f[1] == "" {
+			continue
+		}
+		if err := checkURL(f[0], f[1]); err != nil {
+			return err
+		}
 	}
 	if o.PrereleaseIndex == "" || (o.IndexDir == "" && o.PagesBranch == "") {
 		return nil
@@ -272,6 +285,38 @@ func prereleasePath(o *Options) (string, error) {
 		return "", nil
 	}
 	return filepath.ToSlash(rel), nil
+}
+
+// CheckOCI refuses an --oci target that is not oci://HOST/PATH with a valid
+// port, or that carries credentials: registry logins supply those, and a
+// target is printed and stored (input errors that never echo the secret).
+func CheckOCI(flag, target string) error {
+	if !strings.HasPrefix(target, "oci://") {
+		return failure.Input(fmt.Errorf("%s %q: want oci://HOST/PATH", flag, redact.URL(target)))
+	}
+	return checkURL(flag, target)
+}
+
+// checkURL refuses an unparseable URL, a port that is no port, and userinfo:
+// a base URL is written into index.yaml for anyone to read.
+func checkURL(flag, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return failure.Input(fmt.Errorf("%s: not a URL: %w", flag, redact.Err(err)))
+	}
+	if u.User != nil {
+		return failure.Input(fmt.Errorf("%s %s: a URL with credentials would be printed, and a base URL is written into index.yaml for anyone to read; remove USER:PASSWORD@ (registries take credentials from docker login or CHARTPIN_REGISTRY_AUTH)",
+			flag, redact.URL(raw)))
+	}
+	if u.Host == "" {
+		return failure.Input(fmt.Errorf("%s %q: no host", flag, raw))
+	}
+	if p := u.Port(); p != "" || strings.HasSuffix(u.Host, ":") {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return failure.Input(fmt.Errorf("%s %q: port %q is not a number from 1 to 65535", flag, raw, p))
+		}
+	}
+	return nil
 }
 
 func isHTTP(u string) bool {

@@ -2,13 +2,13 @@ package main
 
 import (
 	"io"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/ghactions"
 	"github.com/chartpin/chartpin/guard"
+	"github.com/chartpin/chartpin/publish"
 )
 
 func guardCommand() *cli.Command {
@@ -35,8 +35,10 @@ func runGuard(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	if oci := c.String("oci"); oci != "" && !strings.HasPrefix(oci, "oci://") {
-		return usage("--oci %q: want oci://HOST/PATH", oci)
+	if oci := c.String("oci"); oci != "" {
+		if err := publish.CheckOCI("--oci", oci); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := commandContext(c)
 	defer cancel()

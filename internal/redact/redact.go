@@ -4,6 +4,7 @@ package redact
 
 import (
 	"errors"
+	"io/fs"
 	"net/url"
 	"strings"
 )
@@ -38,12 +39,17 @@ func URL(raw string) string {
 	return u.Redacted()
 }
 
-// Err masks the URL of any *url.Error in err's chain, in place, and returns
-// err. Call it before wrapping: a wrapping error's text is fixed when made.
+// Err masks the URL of any *url.Error in err's chain, and the path of any
+// *fs.PathError (a URL-like path given where a file is read), in place, and
+// returns err. Call it before wrapping: a wrapping error's text is fixed when made.
 func Err(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		ue.URL = URL(ue.URL)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		pe.Path = URL(pe.Path)
 	}
 	return err
 }

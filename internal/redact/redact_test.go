@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 )
@@ -31,6 +32,10 @@ func TestErr(t *testing.T) {
 	err := fmt.Errorf("fetching the index: %w", Err(&url.Error{Op: "Get", URL: "https://u:s3cret@h/index.yaml", Err: errors.New("refused")}))
 	if s := err.Error(); strings.Contains(s, "s3cret") || !strings.Contains(s, "https://u:xxxxx@h/index.yaml") {
 		t.Errorf("Err = %q", s)
+	}
+	_, perr := os.ReadFile("ftp://u:s3cret@h/index.yaml")
+	if s := fmt.Errorf("reading: %w", Err(perr)).Error(); strings.Contains(s, "s3cret") || !strings.Contains(s, "ftp://u:xxxxx@h/index.yaml") {
+		t.Errorf("Err(PathError) = %q", s)
 	}
 	if Err(nil) != nil {
 		t.Error("Err(nil) != nil")
