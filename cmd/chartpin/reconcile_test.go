@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/chartpin/chartpin/internal/kubetest"
@@ -131,5 +135,172 @@ func TestReconcileAgainstRealAPIServer(t *testing.T) {
 	evs, err := admin.CoreV1().Events("node-agents").List(ctx, metav1.ListOptions{FieldSelector: "reason=ReimageSkipStreak"})
 	if err != nil || len(evs.Items) != 1 {
 		t.Errorf("skip-streak events in node-agents: %v %v", evs, err)
+	}
+}
+
+// The edge whose only registry needs a password: Debian's docker-registry
+// behind htpasswd (over TLS, as basic auth must be) serves every image; the
+// chart renders the workloads' imagePullSecrets and the reconcile CronJob;
+// the Secret exists as `kubectl create secret docker-registry` makes it. The
+// reconcile runs as the CronJob runs it (its args, env and mounts, as its
+// ServiceAccount) against a real API server: it moves every workload to the
+// new digest. A wrong password is a failed tick with a Warning on each
+// workload, and no credential reaches the output, the logs or an Event.
+func TestReconcileCronJobOnAPasswordOnlyRegistry(t *testing.T) {
+	const (
+		ns, agents = "prod-ns", "node-agents"
+		token      = "edge-reconcile-token"
+		user, pass = "edge", "s3cret-edge-pw"
+		wrong      = "wr0ng-edge-pw"
+	)
+	reg := registrytest.StartDistribution(t, registrytest.DistributionOptions{Htpasswd: map[string]string{user: pass}, TLS: true})
+	repos := []string{"chartpin/jobs-manager", "chartpin/pods-monitor", "chartpin/resource-monitor"}
+	previous, latest := map[string]string{}, map[string]string{}
+	for _, r := range repos {
+		previous[reg.Host+"/"+r] = reg.PushIndex(t, r, "previous", "linux/amd64", "linux/arm64")
+		latest[reg.Host+"/"+r] = reg.PushIndex(t, r, "dev", "linux/amd64", "linux/arm64")
+	}
+
+	srv := kubetest.Start(t, kubetest.ServiceAccountUser(token, ns, "rel-example-reconcile"))
+	admin := srv.Client(t, kubetest.AdminToken)
+	ctx := context.Background()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Apply(t, renderExample(t, ns, "env: dev", "imagePullSecrets: [regcred]", "autoUpgrade: {enabled: false}",
+		"reconcile: {rolloutTimeout: 30s, spread: {window: 2s, key: edge-1}}",
+		fmt.Sprintf("images: {jobsManager: {repository: %[1]s/chartpin/jobs-manager}, podsMonitor: {repository: %[1]s/chartpin/pods-monitor}, "+
+			"requestsProxy: {repository: %[1]s/chartpin/jobs-manager}, resourceMonitor: {repository: %[1]s/chartpin/resource-monitor}}", reg.Host)))
+	setPassword := func(pw string) {
+		t.Helper()
+		auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + pw))
+		cfg := fmt.Sprintf(`{"auths":{%q:{"username":%q,"password":%q,"auth":%q}}}`, reg.Host, user, pw, auth)
+		for _, n := range []string{ns, agents} {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: n}, Type: corev1.SecretTypeDockerConfigJson,
+				Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(cfg)}}
+			if _, err := admin.CoreV1().Secrets(n).Update(ctx, s, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+				_, err = admin.CoreV1().Secrets(n).Create(ctx, s, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	setPassword(pass)
+
+	// Pods run the previous build; the test stands in for the controllers and kubelet.
+	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns, agents}, Pull: func(image string) (string, error) {
+		if _, d, ok := strings.Cut(image, "@"); ok {
+			return d, nil
+		}
+		repo := image[:strings.LastIndex(image, ":")]
+		if d, ok := previous[repo]; ok {
+			return d, nil
+		}
+		return "", fmt.Errorf("image %s: not in the registry", image)
+	}}
+	if err := ctl.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop := ctl.Run()
+	defer stop()
+
+	pod := readCronJob(t, admin, ns, "rel-example-reconcile")
+	// KUBECONFIG stands in for the in-cluster config; SSL_CERT_FILE (which
+	// the chartpin image sets to the system bundle) trusts the registry's CA.
+	extra := []string{"KUBECONFIG=" + srv.Kubeconfig(t, token), "SSL_CERT_FILE=" + reg.CAFile}
+	secrets := []string{pass, wrong,
+		base64.StdEncoding.EncodeToString([]byte(user + ":" + pass)), base64.StdEncoding.EncodeToString([]byte(user + ":" + wrong))}
+	noCredential := func(where, text string) {
+		t.Helper()
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("%s shows a credential:\n%s", where, text)
+			}
+		}
+	}
+	images := func() map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		jm, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-jobs-manager", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range jm.Spec.Template.Spec.Containers {
+			out[c.Name] = c.Image
+		}
+		rp, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-requests-proxy", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["proxy"] = rp.Spec.Template.Spec.Containers[0].Image
+		ds, err := admin.AppsV1().DaemonSets(agents).Get(ctx, "rel-resource-monitor", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["resource-monitor"] = ds.Spec.Template.Spec.Containers[0].Image
+		return out
+	}
+	want := func(tags map[string]string) map[string]string {
+		jm, pm, rm := reg.Host+"/chartpin/jobs-manager", reg.Host+"/chartpin/pods-monitor", reg.Host+"/chartpin/resource-monitor"
+		return map[string]string{"api": jm + "@" + tags[jm], "pods-monitor": pm + "@" + tags[pm], "proxy": jm + "@" + tags[jm], "resource-monitor": rm + "@" + tags[rm]}
+	}
+
+	// -v adds every request and decision to stderr: the most a log can show.
+	out, errOut, code := pod.run(t, extra, "-v")
+	noCredential("stdout", out)
+	noCredential("stderr (-v)", errOut)
+	if code != 0 {
+		t.Fatalf("tick with the right password: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if got := images(); !reflect.DeepEqual(got, want(latest)) {
+		t.Fatalf("after the tick the workloads run\n%v\nwant\n%v", got, want(latest))
+	}
+	if !strings.Contains(errOut, "spread: waiting before the first request") || strings.Count(out, "action=reimage") != 4 {
+		t.Errorf("tick output:\n%s\nstderr:\n%s", out, errOut)
+	}
+
+	// A new build, and the Secret now holds a wrong password: exit 1, a
+	// Warning on each workload, nothing moved.
+	moved := map[string]string{}
+	for _, r := range repos {
+		moved[reg.Host+"/"+r] = reg.PushIndex(t, r, "dev", "linux/amd64", "linux/arm64")
+	}
+	setPassword(wrong)
+	if err := ctl.WaitObserved(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = pod.run(t, extra, "-v")
+	noCredential("stdout", out)
+	noCredential("stderr (-v)", errOut)
+	if code != 1 || !strings.Contains(errOut, "check the credentials in the pull secrets the chart names") {
+		t.Errorf("tick with a wrong password: exit %d, want 1 naming the credentials\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if got := images(); !reflect.DeepEqual(got, want(latest)) {
+		t.Errorf("a refused tick changed the workloads:\n%v", got)
+	}
+	warned := map[string]bool{}
+	for _, n := range []string{ns, agents} {
+		evs, err := admin.CoreV1().Events(n).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs.Items {
+			b, _ := json.Marshal(ev)
+			noCredential("Event "+ev.Name, string(b))
+			if ev.Type == corev1.EventTypeWarning && ev.Reason == "ResolveFailed" {
+				warned[ev.InvolvedObject.Kind+" "+ev.InvolvedObject.Name] = true
+			}
+		}
+	}
+	for _, w := range []string{"Deployment rel-jobs-manager", "Deployment rel-requests-proxy", "DaemonSet rel-resource-monitor"} {
+		if !warned[w] {
+			t.Errorf("no ResolveFailed Warning on %s (got %v)", w, warned)
+		}
+	}
+	if err := ctl.Err(); err != nil {
+		t.Error(err)
 	}
 }

@@ -11,17 +11,13 @@ package kubetest
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -33,6 +29,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/chartpin/chartpin/internal/testcert"
 )
 
 // Version is the kube-apiserver the harness expects (and build.sh builds).
@@ -330,31 +328,11 @@ func (s *Server) waitHTTP(url string, h http.Header, limit time.Duration) error 
 // writeFiles writes the serving certificate, the service-account key pair
 // and the token auth file.
 func (s *Server) writeFiles(users []User) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, key, err := testcert.Loopback("kubetest")
 	if err != nil {
 		return err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "kubetest"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:              []string{"localhost"},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return err
-	}
-	s.CA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
+	s.CA = ca
 	sa, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return err
@@ -370,7 +348,7 @@ func (s *Server) writeFiles(users []User) error {
 	}
 	files := map[string][]byte{
 		"serving.crt": s.CA,
-		"serving.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+		"serving.key": key,
 		"sa.key":      pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(sa)}),
 		"sa.pub":      pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
 		"tokens.csv":  tokens.Bytes(),

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/chartpin/chartpin/internal/testcert"
 )
 
 // DistributionOptions configures StartDistribution.
@@ -25,6 +27,9 @@ type DistributionOptions struct {
 	// ProxyRemoteURL runs the registry as a pull-through mirror of this
 	// registry (http://host:port), distribution's proxy mode.
 	ProxyRemoteURL string
+	// TLS serves HTTPS with a fresh self-signed certificate (Distribution.CA),
+	// as a registry taking passwords must; Pusher trusts it.
+	TLS bool
 }
 
 // Distribution is Debian's docker-registry (CNCF distribution 2.8) running
@@ -33,6 +38,9 @@ type Distribution struct {
 	Pusher // Host is 127.0.0.1:PORT; Auth is the first user's, if any
 	// Dir holds config.yml, htpasswd and the storage.
 	Dir string
+	// CA is the serving certificate (PEM) with TLS, and CAFile its path.
+	CA     []byte
+	CAFile string
 
 	log *lockedBuffer
 }
@@ -90,6 +98,11 @@ func StartDistribution(t testing.TB, opts DistributionOptions) *Distribution {
 	if opts.ProxyRemoteURL != "" {
 		auth += fmt.Sprintf("proxy: {remoteurl: %q}\n", opts.ProxyRemoteURL)
 	}
+	httpTLS := ""
+	if opts.TLS {
+		httpTLS = tlsConfig(t, d)
+		d.Transport = &http.Transport{TLSClientConfig: testcert.ClientConfig(d.CA)}
+	}
 	var lastErr error
 	for try := 0; try < 3; try++ { // a free port can be taken between probe and bind
 		port, err := freePort()
@@ -98,8 +111,8 @@ func StartDistribution(t testing.TB, opts DistributionOptions) *Distribution {
 		}
 		d.Host = fmt.Sprintf("127.0.0.1:%d", port)
 		config := fmt.Sprintf("version: 0.1\nlog: {level: warn, accesslog: {disabled: true}}\n"+
-			"storage: {filesystem: {rootdirectory: %q}, delete: {enabled: true}}\nhttp: {addr: %q}\n%s",
-			filepath.Join(d.Dir, "data"), d.Host, auth)
+			"storage: {filesystem: {rootdirectory: %q}, delete: {enabled: true}}\nhttp: {addr: %q%s}\n%s",
+			filepath.Join(d.Dir, "data"), d.Host, httpTLS, auth)
 		cfgPath := filepath.Join(d.Dir, "config.yml")
 		if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 			t.Fatal(err)
@@ -111,7 +124,7 @@ func StartDistribution(t testing.TB, opts DistributionOptions) *Distribution {
 		}
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
-		if lastErr = waitReady(d.Host, exited); lastErr == nil {
+		if lastErr = waitReady(d.Transport, d.Host, exited); lastErr == nil {
 			t.Cleanup(func() { stop(cmd, exited) })
 			return d
 		}
@@ -130,15 +143,38 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitReady polls GET /v2/ until the registry answers (200, or 401 with auth).
-func waitReady(host string, exited <-chan struct{}) error {
+// tlsConfig writes a serving certificate into d.Dir and returns the http.tls
+// setting.
+func tlsConfig(t testing.TB, d *Distribution) string {
+	t.Helper()
+	cert, key, err := testcert.Loopback("docker-registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.CA, d.CAFile = cert, filepath.Join(d.Dir, "tls.crt")
+	keyFile := filepath.Join(d.Dir, "tls.key")
+	if err := os.WriteFile(d.CAFile, cert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf(", tls: {certificate: %q, key: %q}", d.CAFile, keyFile)
+}
+
+// waitReady polls GET /v2/ until the registry answers (200, or 401 with
+// auth); a transport means HTTPS through it.
+func waitReady(tr http.RoundTripper, host string, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	client := &http.Client{Timeout: time.Second}
+	client, scheme := &http.Client{Timeout: time.Second, Transport: tr}, "http"
+	if tr != nil {
+		scheme = "https"
+	}
 	for {
-		resp, err := client.Get("http://" + host + "/v2/")
+		resp, err := client.Get(scheme + "://" + host + "/v2/")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {

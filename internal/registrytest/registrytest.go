@@ -104,18 +104,23 @@ func (r *Recorder) Reset() {
 	r.mu.Unlock()
 }
 
-// Pusher pushes sample images to a plain-HTTP registry at Host, with Auth
-// when the registry wants credentials.
+// Pusher pushes sample images to a registry at Host (plain HTTP, or HTTPS
+// through Transport), with Auth when the registry wants credentials.
 type Pusher struct {
-	Host string
-	Auth authn.Authenticator // nil: anonymous
+	Host      string
+	Auth      authn.Authenticator // nil: anonymous
+	Transport http.RoundTripper   // nil: the default (plain HTTP on loopback)
 }
 
 func (p *Pusher) options() []remote.Option {
-	if p.Auth == nil {
-		return nil
+	var opts []remote.Option
+	if p.Auth != nil {
+		opts = append(opts, remote.WithAuth(p.Auth))
 	}
-	return []remote.Option{remote.WithAuth(p.Auth)}
+	if p.Transport != nil {
+		opts = append(opts, remote.WithTransport(p.Transport))
+	}
+	return opts
 }
 
 // PushIndex pushes a multi-arch OCI index with one random image per

@@ -62,6 +62,26 @@ func TestDistributionWithAuthRefusesAnonymous(t *testing.T) {
 	}
 }
 
+func TestDistributionWithTLSServesOnlyHTTPS(t *testing.T) {
+	d := StartDistribution(t, DistributionOptions{Htpasswd: map[string]string{"u": "p"}, TLS: true})
+	d.PushImage(t, "x", "1") // over HTTPS, trusting d.CA
+	client := &http.Client{Transport: d.Transport}
+	resp, err := client.Get("https://" + d.Host + "/v2/x/tags/list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("anonymous tag list over HTTPS: %s, want 401", resp.Status)
+	}
+	if _, err := http.Get("https://" + d.Host + "/v2/"); err == nil {
+		t.Error("a client without d.CA trusted the self-signed certificate")
+	}
+	if resp, err := http.Get("http://" + d.Host + "/v2/"); err == nil && resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("plain HTTP answered %s", resp.Status)
+	}
+}
+
 func TestProxyCountsAndInjects(t *testing.T) {
 	reg := New(t)
 	p := NewProxy(t, reg.Host)
