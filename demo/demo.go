@@ -179,13 +179,15 @@ func Serve() (host string, stop func(), err error) {
 	return ln.Addr().String(), func() { srv.Close() }, nil
 }
 
-// PushIndex pushes a multi-arch index of random images to ref and returns its digest.
+// PushIndex pushes a multi-arch index to ref and returns its digest. The
+// images' content follows from the repository and tag, not the registry's
+// port, so the demo prints the same digests on every run.
 func PushIndex(ctx context.Context, ref string, platforms ...string) (string, error) {
 	tag, err := name.NewTag(ref, name.Insecure)
 	if err != nil {
 		return "", err
 	}
-	idx, err := sample.Index(types.OCIImageIndex, platforms...)
+	idx, err := sample.FixedIndex(tag.RepositoryStr()+":"+tag.TagStr(), types.OCIImageIndex, platforms...)
 	if err != nil {
 		return "", err
 	}
@@ -196,13 +198,14 @@ func PushIndex(ctx context.Context, ref string, platforms ...string) (string, er
 	return d.String(), err
 }
 
-// PushImage pushes one single-arch random image to ref and returns its digest.
+// PushImage pushes one single-arch image to ref and returns its digest;
+// like PushIndex's, its content follows from the repository and tag.
 func PushImage(ctx context.Context, ref string) (string, error) {
 	tag, err := name.NewTag(ref, name.Insecure)
 	if err != nil {
 		return "", err
 	}
-	img, err := sample.Image(types.DockerManifestSchema2)
+	img, err := sample.FixedImage(tag.RepositoryStr()+":"+tag.TagStr(), types.DockerManifestSchema2)
 	if err != nil {
 		return "", err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/chartpin/chartpin/chartbump"
+	"github.com/chartpin/chartpin/ghactions"
 )
 
 func bumpCommand() *cli.Command {
@@ -58,7 +59,8 @@ func runBump(c *cli.Context) error {
 	return show(c, view{value: bumpJSON{Path: change.Path, Changed: change.Changed(),
 		OldVersion: change.OldVersion, NewVersion: change.NewVersion,
 		OldAppVersion: change.OldAppVersion, NewAppVersion: change.NewAppVersion}, dryRun: dry,
-		text: func(w io.Writer) error { return writeBumpText(w, change, dry) },
+		text:     func(w io.Writer) error { return writeBumpText(w, change, dry) },
+		markdown: func(w io.Writer) error { return writeBumpMarkdown(w, change, dry) },
 	})
 }
 
@@ -94,4 +96,22 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// writeBumpMarkdown is the change as a before/after table.
+func writeBumpMarkdown(w io.Writer, change chartbump.Change, dry bool) error {
+	head := "bumped"
+	switch {
+	case !change.Changed():
+		head = "nothing to change"
+	case dry:
+		head = "dry run, nothing written"
+	}
+	if _, err := fmt.Fprintf(w, "### %s (%s)\n\n", ghactions.Code(change.Path), head); err != nil {
+		return err
+	}
+	return mdTable(w, []string{"", "before", "after"}, [][]string{
+		{"version", ghactions.Code(change.OldVersion), ghactions.Code(change.NewVersion)},
+		{"appVersion", ghactions.Code(orNone(change.OldAppVersion)), ghactions.Code(orNone(change.NewAppVersion))},
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chartpin/chartpin/adopt"
 	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/ghactions"
 )
 
 func initCommand() *cli.Command {
@@ -64,6 +65,16 @@ func runInit(c *cli.Context) error {
 		Config string `json:"config"`
 		*adopt.Result
 	}{string(res.Data), res}, dryRun: dry,
+		markdown: func(w io.Writer) error {
+			verb := "wrote"
+			if dry {
+				verb = "dry run: would write"
+			}
+			_, err := fmt.Fprintf(w, "### %s %s\n\n%d to pin, %d held, %d left as they are (commented out)\n\n%s",
+				verb, ghactions.Code(relPath(res.Path)), res.Count(adopt.Pin), res.Count(adopt.Hold), res.Count(adopt.Leave),
+				fencedText("yaml", string(res.Data)))
+			return err
+		},
 		text: func(w io.Writer) error {
 			if dry {
 				if _, err := w.Write(res.Data); err != nil {

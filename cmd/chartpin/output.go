@@ -115,14 +115,37 @@ func fenced(text func(io.Writer) error) func(io.Writer) error {
 		if err := text(&b); err != nil {
 			return err
 		}
-		body := strings.TrimRight(b.String(), "\n")
-		fence := "```"
-		for strings.Contains(body, fence) {
-			fence += "`"
-		}
-		_, err := fmt.Fprintf(w, "%s\n%s\n%s\n", fence, body, fence)
+		_, err := io.WriteString(w, fencedText("", b.String()))
 		return err
 	}
+}
+
+// fencedText is body as a Markdown code block in language lang.
+func fencedText(lang, body string) string {
+	body = strings.TrimRight(body, "\n")
+	fence := "```"
+	for strings.Contains(body, fence) {
+		fence += "`"
+	}
+	return fence + lang + "\n" + body + "\n" + fence + "\n"
+}
+
+// mdTable writes a GitHub-flavoured Markdown table. Cells are Markdown
+// already: escape text with ghactions.Text, quote values with ghactions.Code.
+func mdTable(w io.Writer, header []string, rows [][]string) error {
+	line := func(cells []string) string { return "| " + strings.Join(cells, " | ") + " |\n" }
+	var b strings.Builder
+	b.WriteString(line(header))
+	dashes := make([]string, len(header))
+	for i := range dashes {
+		dashes[i] = "---"
+	}
+	b.WriteString(line(dashes))
+	for _, r := range rows {
+		b.WriteString(line(r))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // errorJSON is the error object of a failed run's JSON document.
@@ -216,7 +239,11 @@ func sniffFormat(args []string) string {
 // line; under -o json exactly one document on stdout whatever happens; the
 // error on stderr; the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := newApp()
+	return runApp(ctx, newApp(), args, stdout, stderr)
+}
+
+// runApp is run with app in place of chartpin's own (tests render one view).
+func runApp(ctx context.Context, app *cli.App, args []string, stdout, stderr io.Writer) int {
 	s := &session{}
 	app.Writer, app.ErrWriter = stdout, stderr
 	app.Metadata = map[string]any{sessionKey: s}

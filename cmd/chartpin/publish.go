@@ -102,7 +102,8 @@ func runPublish(c *cli.Context) error {
 		return err
 	}
 	return show(c, view{value: publishView(res),
-		text: func(w io.Writer) error { return writePublishText(w, res) },
+		text:     func(w io.Writer) error { return writePublishText(w, res) },
+		markdown: func(w io.Writer) error { return writePublishMarkdown(w, res) },
 		actions: func(*ghactions.Runner) ghactions.Report {
 			rep := ghactions.Report{Outputs: []ghactions.Output{
 				{Name: "version", Value: res.Version},
@@ -164,6 +165,35 @@ func writePublishText(w io.Writer, r *publish.Result) error {
 		fmt.Fprintf(w, "%s: %s (manifest %s)\n", r.OCI.Ref, said(r.OCI.Action), r.OCI.ManifestDigest)
 	}
 	return nil
+}
+
+// writePublishMarkdown is the package and one table row per target.
+func writePublishMarkdown(w io.Writer, r *publish.Result) error {
+	kind := "stable"
+	if r.Prerelease {
+		kind = "prerelease"
+	}
+	signed := ""
+	if r.Provenance != nil {
+		signed = ", signed"
+	}
+	fmt.Fprintf(w, "### %s %s (%s)\n\nPackage %s, %s%s\n\n", ghactions.Text(r.Name), ghactions.Text(r.Version), kind,
+		ghactions.Code(r.Filename), ghactions.Code("sha256:"+r.Digest), signed)
+	var rows [][]string
+	if r.Index != nil {
+		detail := fmt.Sprintf("%d entries", r.Index.Entries)
+		if r.Index.Unverified > 0 {
+			detail += fmt.Sprintf(", %d hosted elsewhere not checked", r.Index.Unverified)
+		}
+		if r.Index.Commit != "" {
+			detail += ", commit " + ghactions.Code(r.Index.Commit[:12])
+		}
+		rows = append(rows, []string{"index " + ghactions.Code(r.Index.Location), ghactions.Text(said(r.Index.Action)), detail})
+	}
+	if r.OCI != nil {
+		rows = append(rows, []string{ghactions.Code(r.OCI.Ref), ghactions.Text(said(r.OCI.Action)), "manifest " + ghactions.Code(r.OCI.ManifestDigest)})
+	}
+	return mdTable(w, []string{"TARGET", "ACTION", "DETAIL"}, rows)
 }
 
 // runDeprecate marks a published version deprecated, or withdraws that.

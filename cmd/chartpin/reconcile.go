@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/chartpin/chartpin/ghactions"
 	"github.com/chartpin/chartpin/reconcile"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -114,23 +117,49 @@ func runReconcile(c *cli.Context) error {
 	if result == nil {
 		return tickErr
 	}
-	st := res.Stats()
-	if err := show(c, view{value: reconcileOutput{Result: result, Requests: st}, dryRun: c.Bool("dry-run"),
+	if err := show(c, reconcileView(result, len(f.Targets), res.Stats(), c.Bool("dry-run"), tickErr)); err != nil {
+		return err
+	}
+	return tickErr
+}
+
+// reconcileView is one tick's result: for a terminal one structured line
+// per decision and a summary, for Markdown a table.
+func reconcileView(result *reconcile.Result, targets int, st resolver.Stats, dry bool, tickErr error) view {
+	return view{value: reconcileOutput{Result: result, Requests: st}, dryRun: dry,
 		text: func(w io.Writer) error {
-			// One structured line per decision, then a summary.
 			log := slog.New(slog.NewTextHandler(w, nil))
 			for _, d := range result.Decisions {
 				log.Info("decision", "target", d.Target, "workload", d.Workload, "container", d.Container,
 					"running", d.Running, "latest", d.Latest, "action", string(d.Action), "image", d.Image, "reason", d.Reason, "dryRun", d.DryRun)
 			}
-			log.Info("tick", "targets", len(f.Targets), "patched", len(result.Patched), "rolledOut", len(result.RolledOut),
+			log.Info("tick", "targets", targets, "patched", len(result.Patched), "rolledOut", len(result.RolledOut),
 				"registryHEAD", st.HEAD, "registryGET", st.GET, "ok", tickErr == nil)
 			return nil
 		},
-	}); err != nil {
-		return err
+		markdown: func(w io.Writer) error {
+			head := "### reconcile tick"
+			if dry {
+				head += " (dry run: nothing changed)"
+			}
+			fmt.Fprintf(w, "%s\n\n", head)
+			rows := make([][]string, len(result.Decisions))
+			for i, d := range result.Decisions {
+				rows[i] = []string{ghactions.Text(d.Target), ghactions.Code(d.Workload), ghactions.Code(d.Container),
+					ghactions.Text(string(d.Action)), ghactions.Code(strings.Join(d.Running, ", ")), ghactions.Code(d.Latest), ghactions.Text(d.Reason)}
+			}
+			if err := mdTable(w, []string{"TARGET", "WORKLOAD", "CONTAINER", "ACTION", "RUNNING", "LATEST", "REASON"}, rows); err != nil {
+				return err
+			}
+			outcome := "ok"
+			if tickErr != nil {
+				outcome = "failed"
+			}
+			_, err := fmt.Fprintf(w, "\n%d targets, %d patched, %d rolled out; registry requests: HEAD %d, GET %d; %s\n",
+				targets, len(result.Patched), len(result.RolledOut), st.HEAD, st.GET, outcome)
+			return err
+		},
 	}
-	return tickErr
 }
 
 // serviceAccountToken is where Kubernetes mounts the pod's token.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"regexp"
@@ -118,7 +119,8 @@ func runRelease(c *cli.Context) error {
 			_, err := io.WriteString(w, rep.Text())
 			return err
 		},
-		actions: func(*ghactions.Runner) ghactions.Report { return releaseReport(rep) },
+		markdown: func(w io.Writer) error { return writeReleaseMarkdown(w, rep) },
+		actions:  func(*ghactions.Runner) ghactions.Report { return releaseReport(rep) },
 	})
 }
 
@@ -139,4 +141,54 @@ func releaseReport(rep *release.Report) ghactions.Report {
 		out.Summary = "## chartpin release\n\n" + rep.Body
 	}
 	return out
+}
+
+// writeReleaseMarkdown is the release as a table, then the pull request's
+// title and body (Markdown already) and, in a dry run, the diff.
+func writeReleaseMarkdown(w io.Writer, rep *release.Report) error {
+	if rep.Nothing {
+		_, err := io.WriteString(w, "Nothing to release: no pin moved; no commit, no push, no pull request change.\n")
+		return err
+	}
+	head, commit := "### release", rep.Commit
+	if rep.DryRun {
+		head, commit = "### release (dry run: nothing written, nothing pushed)", "(not made)"
+	}
+	pr := "not looked up"
+	switch {
+	case rep.PR == nil:
+	case rep.DryRun && rep.PR.Action == pullrequest.Created:
+		pr = "would open"
+	case rep.DryRun:
+		pr = fmt.Sprintf("would update #%d", rep.PR.PR.Number)
+	default:
+		pr = fmt.Sprintf("#%d %s: %s", rep.PR.PR.Number, rep.PR.Action, rep.PR.PR.URL)
+	}
+	files := make([]string, len(rep.Files))
+	for i, f := range rep.Files {
+		files[i] = ghactions.Code(f)
+	}
+	fmt.Fprintf(w, "%s\n\n", head)
+	if err := mdTable(w, []string{"BRANCH", "PARENT", "COMMIT", "FILES", "PUSHED", "PULL REQUEST"}, [][]string{{
+		ghactions.Code(rep.Branch), ghactions.Code(shortHash(rep.Parent)), ghactions.Code(shortHash(commit)),
+		strings.Join(files, " "), strconv.FormatBool(rep.Pushed), ghactions.Text(pr),
+	}}); err != nil {
+		return err
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "\n> note: %s\n", ghactions.Text(n))
+	}
+	fmt.Fprintf(w, "\n#### %s\n\n%s\n", ghactions.Text(rep.Title), strings.TrimRight(rep.Body, "\n"))
+	if rep.DryRun && rep.Diff != "" {
+		fmt.Fprintf(w, "\n%s", fencedText("diff", rep.Diff))
+	}
+	return nil
+}
+
+// shortHash is a commit hash cut to twelve characters, as git shows it.
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/chartpin/chartpin/ghactions"
 	"github.com/chartpin/chartpin/upgrade"
 )
 
@@ -89,9 +90,7 @@ func runUpgrade(c *cli.Context) error {
 	defer cancel()
 
 	res, err := upgrade.Run(ctx, cfg, opts)
-	if perr := show(c, view{value: res, dryRun: opts.DryRun,
-		text: func(w io.Writer) error { return writeUpgradeText(w, res) },
-	}); perr != nil && err == nil {
+	if perr := show(c, upgradeView(res, opts.DryRun)); perr != nil && err == nil {
 		err = perr
 	}
 	return err
@@ -106,6 +105,47 @@ func globalTimeout(c *cli.Context) time.Duration {
 		}
 	}
 	return 0
+}
+
+func upgradeView(res upgrade.Result, dry bool) view {
+	return view{value: res, dryRun: dry,
+		text:     func(w io.Writer) error { return writeUpgradeText(w, res) },
+		markdown: func(w io.Writer) error { return writeUpgradeMarkdown(w, res, dry) },
+	}
+}
+
+// writeUpgradeMarkdown is the tick as a table, with the recovery and the
+// shadowed pins above it and the reason below.
+func writeUpgradeMarkdown(w io.Writer, res upgrade.Result, dry bool) error {
+	head := "### upgrade " + ghactions.Code(res.Release) + " in " + ghactions.Code(res.Namespace)
+	if dry {
+		head += " (dry run: nothing changed)"
+	}
+	fmt.Fprintf(w, "%s\n\n", head)
+	if res.Recovered != "" {
+		fmt.Fprintf(w, "Recovered first: %s\n\n", ghactions.Text(res.Recovered))
+	}
+	if res.Decision == "" {
+		return nil // the error says why the tick stopped after the recovery
+	}
+	if len(res.Shadowed) > 0 {
+		fmt.Fprintf(w, "> **Warning:** user-supplied values override the chart's pins at %s; upgrades re-apply them, so these pins never move.\n\n",
+			ghactions.Code(strings.Join(res.Shadowed, ", ")))
+	}
+	latest := res.Latest
+	if latest == "" {
+		latest = "not fetched"
+	}
+	if err := mdTable(w, []string{"CURRENT", "LATEST", "TARGET", "DECISION", "REVISION"}, [][]string{{
+		ghactions.Code(res.Current), ghactions.Code(latest), ghactions.Code(res.Target), ghactions.Text(res.Decision), fmt.Sprint(res.Revision),
+	}}); err != nil {
+		return err
+	}
+	if res.Reason != "" {
+		_, err := fmt.Fprintf(w, "\n%s\n", ghactions.Text(res.Reason))
+		return err
+	}
+	return nil
 }
 
 func writeUpgradeText(w io.Writer, res upgrade.Result) error {
