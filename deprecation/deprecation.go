@@ -39,9 +39,7 @@ type State struct {
 }
 
 // Read lists the markers referring to subject and returns the newest one's
-// verdict; no marker means not deprecated. A marker whose time does not parse
-// counts as the newest, and at equal times "deprecated" wins: an unreadable
-// recall must not be waved through.
+// verdict (see verdict).
 func Read(ctx context.Context, subject name.Digest, opts ...remote.Option) (State, error) {
 	idx, err := remote.Referrers(subject, append(opts, remote.WithContext(ctx))...)
 	if err != nil {
@@ -51,9 +49,17 @@ func Read(ctx context.Context, subject name.Digest, opts ...remote.Option) (Stat
 	if err != nil {
 		return State{}, fmt.Errorf("reading the referrers of %s: %w", subject, err)
 	}
+	return verdict(subject.String(), im.Manifests)
+}
+
+// verdict is the newest marker's word among the descriptors referring to
+// subject; no marker means not deprecated. A marker whose time does not parse
+// counts as the newest, and at equal times "deprecated" wins: an unreadable
+// recall must not be waved through.
+func verdict(subject string, referrers []v1.Descriptor) (State, error) {
 	var st State
 	first := true
-	for _, d := range im.Manifests {
+	for _, d := range referrers {
 		if d.ArtifactType != ArtifactType {
 			continue
 		}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/deprecation"
 	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/resolver"
@@ -89,6 +92,9 @@ type Report struct {
 	// Notes are problems that did not stop the run.
 	Notes   []string  `json:"notes,omitempty"`
 	Checked time.Time `json:"checked"`
+	// Deprecated lists the recalled chart versions the charts' Chart.yaml
+	// still name (with WithRepository): each is a finding.
+	Deprecated []deprecation.Reference `json:"deprecated,omitempty"`
 	// Requests are the registry requests sent (filled by the caller).
 	Requests *resolver.Stats `json:"requests,omitempty"`
 }
@@ -106,7 +112,7 @@ func (r *Report) Count(s Status) int {
 
 // Findings is the number of items that fail the check.
 func (r *Report) Findings() int {
-	n := 0
+	n := len(r.Deprecated)
 	for _, it := range r.Items {
 		if it.Status.Finding() {
 			n++
@@ -118,9 +124,12 @@ func (r *Report) Findings() int {
 // Err is nil when every pin is ok, acknowledged or not pinned; otherwise an
 // error wrapping failure.ErrFindings.
 func (r *Report) Err() error {
-	if n := r.Findings(); n > 0 {
+	if n := r.Findings() - len(r.Deprecated); n > 0 {
 		return fmt.Errorf("drift: %w: %d of %d pins (%d DRIFT, %d UNRESOLVED, %d UNWATCHABLE)",
 			failure.ErrFindings, n, len(r.Items), r.Count(Drift), r.Count(Unresolved), r.Count(Unwatchable))
+	}
+	if n := len(r.Deprecated); n > 0 {
+		return fmt.Errorf("drift: %w: %d deprecated chart version(s) still named", failure.ErrFindings, n)
 	}
 	return nil
 }
@@ -129,6 +138,7 @@ func (r *Report) Err() error {
 type Option func(*options)
 
 type options struct {
+	repo     *deprecation.Repository
 	clock    func() time.Time
 	showTags bool
 	offline  bool
@@ -145,6 +155,10 @@ func WithShowTags(on bool) Option { return func(o *options) { o.showTags = on } 
 
 // WithOffline marks the report as answered from a digest lock file.
 func WithOffline(on bool) Option { return func(o *options) { o.offline = on } }
+
+// WithRepository reports the versions each chart's Chart.yaml names (its
+// own, and exact dependencies from that repository) that repo marks deprecated.
+func WithRepository(repo *deprecation.Repository) Option { return func(o *options) { o.repo = repo } }
 
 // WithLogger logs each decision (silent by default).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
@@ -180,6 +194,20 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 	c.classify(ctx)
 	if o.showTags {
 		c.sharedTags(ctx)
+	}
+	if o.repo != nil {
+		for _, t := range targets {
+			file := filepath.Join(t.Dir, "Chart.yaml")
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return nil, failure.Input(fmt.Errorf("reading %s: %w", file, err))
+			}
+			refs, err := o.repo.Referenced(ctx, file, data)
+			if err != nil {
+				return nil, err
+			}
+			rep.Deprecated = append(rep.Deprecated, refs...)
+		}
 	}
 	return rep, nil
 }

@@ -21,6 +21,9 @@ func (r *Report) Summary() string {
 		counts[i] = fmt.Sprintf("%d %s", r.Count(st), st)
 	}
 	s := fmt.Sprintf("drift: %d pin(s): %s", len(r.Items), strings.Join(counts, ", "))
+	if n := len(r.Deprecated); n > 0 {
+		s += fmt.Sprintf("; %d DEPRECATED chart version(s) still named", n)
+	}
 	if r.Requests != nil {
 		q := r.Requests
 		s += fmt.Sprintf("; registry requests: HEAD %d, GET %d, token %d, ping %d, other %d (%d in all, %d of them retries)",
@@ -49,6 +52,11 @@ func WriteText(w io.Writer, r *Report, rel func(string) string) error {
 	}
 	for _, sh := range r.Shared {
 		if _, err := fmt.Fprintf(w, "%s%s\n", prefix, quote(sharedLine(sh))); err != nil {
+			return err
+		}
+	}
+	for _, d := range r.Deprecated {
+		if _, err := fmt.Fprintf(w, "%sDEPRECATED  %s:%d  %s\n", prefix, quote(rel(d.File)), d.Line, quote(d.Advice())); err != nil {
 			return err
 		}
 	}
@@ -123,6 +131,12 @@ func Markdown(r *Report, rel func(string) string) string {
 			b.WriteString("- " + ghactions.Text(sharedLine(sh)) + "\n")
 		}
 	}
+	if len(r.Deprecated) > 0 {
+		b.WriteString("\n")
+		for _, d := range r.Deprecated {
+			b.WriteString("- **DEPRECATED** " + ghactions.Code(fmt.Sprintf("%s:%d", rel(d.File), d.Line)) + ": " + ghactions.Text(d.Advice()) + "\n")
+		}
+	}
 	for _, n := range r.Notes {
 		b.WriteString("\n- note: " + ghactions.Text(n) + "\n")
 	}
@@ -154,6 +168,11 @@ func Actions(r *Report, rel func(string) string) ghactions.Report {
 		rep.Annotations = append(rep.Annotations, ghactions.Annotation{
 			Level: level, File: rel(it.Pin.File), Line: it.Pin.Line,
 			Title: mark + string(it.Status) + " " + it.Pin.Path, Message: mark + msg,
+		})
+	}
+	for _, d := range r.Deprecated {
+		rep.Annotations = append(rep.Annotations, ghactions.Annotation{
+			Level: ghactions.Error, File: rel(d.File), Line: d.Line, Title: mark + "DEPRECATED " + d.Chart + " " + d.Version, Message: mark + d.Advice(),
 		})
 	}
 	for _, n := range r.Notes {

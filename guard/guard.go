@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -26,6 +27,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/deprecation"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -73,6 +75,15 @@ func (r *Result) Findings() []Finding {
 	return out
 }
 
+// Deprecated returns the recalled versions unchanged charts still name.
+func (r *Result) Deprecated() []deprecation.Reference {
+	var out []deprecation.Reference
+	for _, c := range r.Charts {
+		out = append(out, c.Deprecated...)
+	}
+	return out
+}
+
 // Err is nil without findings, else an error wrapping failure.ErrFindings.
 func (r *Result) Err() error {
 	f := r.Findings()
@@ -102,6 +113,9 @@ type Chart struct {
 	NewAppVersion string    `json:"new_app_version,omitempty"`
 	Lockstep      bool      `json:"lockstep,omitempty"`
 	Findings      []Finding `json:"findings,omitempty"`
+	// Deprecated lists recalled versions an unchanged chart still names:
+	// reported, not refused, since this change did not bring them.
+	Deprecated []deprecation.Reference `json:"deprecated,omitempty"`
 }
 
 // Finding is one reason to refuse the change.
@@ -117,14 +131,15 @@ type Finding struct {
 type Option func(*options)
 
 type options struct {
-	dirs     []string
-	cfg      *config.File
-	index    string
-	oci      string
-	resolver resolver.Interface
-	client   *http.Client
-	timeout  time.Duration
-	logger   *slog.Logger
+	dirs      []string
+	cfg       *config.File
+	index     string
+	oci       string
+	resolver  resolver.Interface
+	artifacts resolver.Artifacts
+	client    *http.Client
+	timeout   time.Duration
+	logger    *slog.Logger
 }
 
 // WithDirs checks only these chart directories (relative to the working
@@ -138,9 +153,9 @@ func WithConfig(f *config.File) Option { return func(o *options) { o.cfg = f } }
 func WithIndex(urlOrFile string) Option { return func(o *options) { o.index = urlOrFile } }
 
 // WithOCI refuses a version already pushed under this oci://HOST/PATH; tags
-// are listed through r.
-func WithOCI(ref string, r resolver.Interface) Option {
-	return func(o *options) { o.oci, o.resolver = ref, r }
+// are listed through r, deprecation markers read through a (nil offline).
+func WithOCI(ref string, r resolver.Interface, a resolver.Artifacts) Option {
+	return func(o *options) { o.oci, o.resolver, o.artifacts = ref, r, a }
 }
 
 // WithHTTPClient is the client that fetches an index URL.
@@ -171,7 +186,9 @@ func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, erro
 	if err != nil {
 		return nil, failure.Input(fmt.Errorf("opening the work tree at %s: %w; guard needs a non-bare checkout", dir, err))
 	}
-	g := &guard{o: o, base: base, repo: repo, root: wt.Filesystem.Root()}
+	g := &guard{o: o, base: base, repo: repo, root: wt.Filesystem.Root(), published: &deprecation.Repository{
+		Index: o.index, OCI: o.oci, Client: o.client, Resolver: o.resolver, Artifacts: o.artifacts, Timeout: o.timeout,
+	}}
 	res := &Result{Base: base}
 
 	baseHash, err := repo.ResolveRevision(plumbing.Revision(base))
@@ -220,6 +237,8 @@ type guard struct {
 	base string
 	repo *git.Repository
 	root string
+	// published is the chart repository named by --index or --oci.
+	published *deprecation.Repository
 }
 
 func (g *guard) commitTree(h plumbing.Hash, what string) (*object.Tree, error) {
@@ -295,7 +314,7 @@ func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *objec
 		c.OldVersion, c.OldAppVersion = old.version.value, old.appVersion.value
 		if len(c.Files) == 0 {
 			c.State = Unchanged
-			return c, dirty, nil
+			return c, dirty, g.deprecated(ctx, &c, chartFile)
 		}
 		c.State = Changed
 		oldV, oerr := parseVersion(old.version.value)
@@ -324,15 +343,43 @@ func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *objec
 		}
 	}
 	if verr == nil && meta.version.value != "" {
-		published, where, err := g.published(ctx, meta.name, meta.version.value)
+		v, err := g.published.Lookup(ctx, meta.name, meta.version.value)
 		if err != nil {
 			return c, dirty, fmt.Errorf("%s: checking whether %s %s is published: %w", dir, meta.name, meta.version.value, err)
 		}
-		if published {
-			add(meta.version.line, "%s version %s is already published in %s; published versions are never overwritten, bump to a new version", meta.name, meta.version.value, where)
+		if v.Published {
+			add(meta.version.line, "%s version %s is already published in %s; published versions are never overwritten, bump to a new version", meta.name, meta.version.value, v.Where)
 		}
 	}
-	return c, dirty, nil
+	return c, dirty, g.deprecated(ctx, &c, chartFile)
+}
+
+// deprecated reports the recalled versions the chart's Chart.yaml still
+// names. A change that ships a recalled dependency is refused; in an
+// unchanged chart they are listed, since this change did not bring them.
+// The chart's own published version is refused above already.
+func (g *guard) deprecated(ctx context.Context, c *Chart, chartFile string) error {
+	if g.o.index == "" && g.o.oci == "" {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(g.root, filepath.FromSlash(chartFile)))
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", chartFile, err)
+	}
+	refs, err := g.published.Referenced(ctx, chartFile, data)
+	if err != nil {
+		return fmt.Errorf("%s: looking for deprecated versions: %w", c.Dir, err)
+	}
+	for _, ref := range refs {
+		switch {
+		case c.State == Unchanged:
+			c.Deprecated = append(c.Deprecated, ref)
+		case ref.Dependency:
+			c.Findings = append(c.Findings, Finding{File: chartFile, Line: ref.Line, Chart: c.Dir,
+				Message: fmt.Sprintf("%s %s depends on %s %s, which is deprecated in %s: depend on a version that is not deprecated", c.Name, c.NewVersion, ref.Chart, ref.Version, ref.Repository)})
+		}
+	}
+	return nil
 }
 
 // appVersionMode is the configured appVersion policy of dir ("auto" by default).

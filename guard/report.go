@@ -33,6 +33,11 @@ func WriteText(w io.Writer, r *Result) error {
 			return err
 		}
 	}
+	for _, d := range r.Deprecated() {
+		if _, err := fmt.Fprintf(w, "  %s:%d: still referenced: %s\n", quote(d.File), d.Line, quote(d.Advice())); err != nil {
+			return err
+		}
+	}
 	n := len(r.Findings())
 	verdict := "ok"
 	if n > 0 {
@@ -89,6 +94,12 @@ func Markdown(r *Result) string {
 			fmt.Fprintf(&b, "- %s:%d: %s\n", ghactions.Code(x.File), x.Line, ghactions.Text(x.Message))
 		}
 	}
+	if d := r.Deprecated(); len(d) > 0 {
+		b.WriteString("\nStill referenced, though recalled:\n\n")
+		for _, x := range d {
+			fmt.Fprintf(&b, "- %s:%d: %s\n", ghactions.Code(x.File), x.Line, ghactions.Text(x.Advice()))
+		}
+	}
 	return b.String()
 }
 
@@ -100,6 +111,11 @@ func Actions(r *Result) ghactions.Report {
 	for _, f := range r.Findings() {
 		rep.Annotations = append(rep.Annotations, ghactions.Annotation{
 			Level: ghactions.Error, File: f.File, Line: f.Line, Title: "chartpin guard: " + f.Chart, Message: f.Message,
+		})
+	}
+	for _, d := range r.Deprecated() {
+		rep.Annotations = append(rep.Annotations, ghactions.Annotation{
+			Level: ghactions.Warning, File: d.File, Line: d.Line, Title: "chartpin guard: deprecated version", Message: d.Advice(),
 		})
 	}
 	var moved []Chart

@@ -10,8 +10,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/deprecation"
 	"github.com/chartpin/chartpin/drift"
 	"github.com/chartpin/chartpin/ghactions"
+	"github.com/chartpin/chartpin/publish"
 )
 
 func driftCommand() *cli.Command {
@@ -21,6 +23,8 @@ func driftCommand() *cli.Command {
 		ArgsUsage: "[CHART_DIR...]",
 		Flags: append(checkFlags(),
 			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present; pins it lacks are discovered too)"},
+			&cli.StringFlag{Name: "index", Usage: "report versions each Chart.yaml names that this index.yaml (`URL|FILE`) marks deprecated"},
+			&cli.StringFlag{Name: "oci", Usage: "report versions each Chart.yaml names that are deprecated under `oci://HOST/PATH`"},
 			&cli.BoolFlag{Name: "show-tags", Usage: "for drifted pins, list the tags that share the new digest (lists tags: GET requests)"},
 			outputFlag(),
 		),
@@ -31,6 +35,11 @@ func driftCommand() *cli.Command {
 func runDrift(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
+	}
+	if oci := c.String("oci"); oci != "" {
+		if err := publish.CheckOCI("--oci", oci); err != nil {
+			return err
+		}
 	}
 	cfg, err := checkConfig(c.String("config"))
 	if err != nil {
@@ -46,8 +55,13 @@ func runDrift(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rep, err := drift.Check(ctx, r, targets,
-		drift.WithShowTags(c.Bool("show-tags")), drift.WithOffline(r.Offline()), drift.WithLogger(logger(c)))
+	opts := []drift.Option{drift.WithShowTags(c.Bool("show-tags")), drift.WithOffline(r.Offline()), drift.WithLogger(logger(c))}
+	if c.String("index") != "" || c.String("oci") != "" {
+		opts = append(opts, drift.WithRepository(&deprecation.Repository{
+			Index: c.String("index"), OCI: c.String("oci"), Resolver: r, Artifacts: r.Artifacts(),
+		}))
+	}
+	rep, err := drift.Check(ctx, r, targets, opts...)
 	if err != nil {
 		return err
 	}

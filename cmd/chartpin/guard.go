@@ -19,8 +19,8 @@ func guardCommand() *cli.Command {
 		Flags: append(checkFlags(),
 			&cli.StringFlag{Name: "base", Usage: "compare with this git `REF` (e.g. origin/main)"},
 			&cli.StringFlag{Name: "config", Usage: "chartpin.yaml `FILE` (default ./chartpin.yaml if present)"},
-			&cli.StringFlag{Name: "index", Usage: "refuse a version already in this index.yaml (`URL|FILE`)"},
-			&cli.StringFlag{Name: "oci", Usage: "refuse a version already pushed to `oci://HOST/PATH`"},
+			&cli.StringFlag{Name: "index", Usage: "refuse a version already in this index.yaml (`URL|FILE`); report deprecated versions still named"},
+			&cli.StringFlag{Name: "oci", Usage: "refuse a version already pushed to `oci://HOST/PATH`; report deprecated versions still named"},
 			outputFlag(),
 		),
 		Action: runGuard,
@@ -56,7 +56,7 @@ func runGuard(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		opts = append(opts, guard.WithOCI(oci, r))
+		opts = append(opts, guard.WithOCI(oci, r, r.Artifacts()))
 	}
 	repoDir := "."
 	if len(dirs) > 0 {

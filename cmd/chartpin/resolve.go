@@ -75,6 +75,15 @@ func (s *resolverSession) Signatures() *signature.Checker {
 	return signature.NewChecker(s.remote)
 }
 
+// Artifacts reads what refers to an image (signatures, deprecation
+// markers) through the run's registry transport; nil offline.
+func (s *resolverSession) Artifacts() resolver.Artifacts {
+	if s.remote == nil {
+		return nil
+	}
+	return s.remote
+}
+
 // Offline reports whether answers come from a --digests file.
 func (s *resolverSession) Offline() bool { return s.remote == nil }
 
