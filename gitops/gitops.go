@@ -14,7 +14,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/redact"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -449,24 +449,12 @@ func (r *Repo) authFor() transport.AuthMethod {
 	switch {
 	case isSSHURL(u):
 		return r.sshAuth // nil: go-git's default, the SSH agent
-	case strings.HasPrefix(u, "https://") || (strings.HasPrefix(u, "http://") && isLoopback(u)):
+	case redact.Private(u):
 		return r.auth
 	}
 	// A local path or file:// remote takes no credentials, and a token never
 	// travels in cleartext: plain http:// only to this machine.
 	return nil
-}
-
-func isLoopback(rawURL string) bool {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return false
-	}
-	if u.Hostname() == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(u.Hostname())
-	return ip != nil && ip.IsLoopback()
 }
 
 func isSSHURL(u string) bool {

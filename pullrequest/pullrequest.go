@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/redact"
 	"github.com/google/go-github/v60/github"
 )
@@ -162,11 +163,40 @@ func NewGitHub(owner, repo, token string, opts ...Option) (*GitHub, error) {
 	}
 	base, err := url.Parse(strings.TrimRight(o.api, "/") + "/")
 	if err != nil || (base.Scheme != "https" && base.Scheme != "http") {
-		return nil, fmt.Errorf("--github-api %q: want an http(s) URL such as https://api.github.com", o.api)
+		return nil, failure.Input(fmt.Errorf("--github-api %q: want an http(s) URL such as https://api.github.com", redact.URL(o.api)))
 	}
-	c := github.NewClient(o.http).WithAuthToken(token)
+	if !redact.Private(base.String()) {
+		return nil, failure.Input(fmt.Errorf("--github-api %s: plain HTTP to another machine would carry GITHUB_TOKEN in cleartext; use https://", redact.URL(o.api)))
+	}
+	hc := &http.Client{}
+	if o.http != nil {
+		*hc = *o.http
+	}
+	hc.Transport = tokenGuard{host: base.Host, next: hc.Transport}
+	c := github.NewClient(hc).WithAuthToken(token)
 	c.BaseURL = base
 	return &GitHub{client: c, owner: owner, repo: repo, timeout: o.timeout, log: o.log}, nil
+}
+
+// tokenGuard passes only requests to the API's own host over HTTPS or
+// loopback: go-github sets the token on every request, redirects included.
+type tokenGuard struct {
+	host string
+	next http.RoundTripper
+}
+
+func (g tokenGuard) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.EqualFold(r.URL.Host, g.host) || !redact.Private(r.URL.String()) {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, fmt.Errorf("refusing to send GITHUB_TOKEN to %s: only the --github-api host %s, over HTTPS or on this machine", redact.URL(r.URL.String()), g.host)
+	}
+	next := g.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
 }
 
 // FindOpen implements Service.

@@ -3,6 +3,8 @@ package pullrequest
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -244,5 +246,46 @@ func assertSeq(t *testing.T, fake *fakegithub.Server, want ...string) {
 	got := fake.Sequence()
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("calls:\n  got  %q\n  want %q", got, want)
+	}
+}
+
+// go-github puts the token on every request, redirects included: a redirect
+// off the API host, or to plain HTTP on another machine, is refused before
+// the request leaves.
+func TestTokenStaysWithTheAPIHost(t *testing.T) {
+	ip, ok := fakegithub.NonLoopbackIP()
+	if !ok {
+		t.Skip("this machine has no non-loopback IPv4 address to serve the fake API on")
+	}
+	far, err := fakegithub.NewAt(ip+":0", "acme", "charts", token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(far.Close)
+	near := fakegithub.New("acme", "charts", token)
+	t.Cleanup(near.Close)
+	for _, target := range []string{far.URL, near.URL} {
+		redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		}))
+		t.Cleanup(redirect.Close)
+		gh, err := NewGitHub("acme", "charts", token, WithAPI(redirect.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gh.FindOpen(context.Background(), "chartpin/pins"); err == nil || !strings.Contains(err.Error(), "refusing to send GITHUB_TOKEN to "+target) {
+			t.Errorf("redirect to %s: err = %v", target, err)
+		}
+	}
+	if n := len(far.Calls()) + len(near.Calls()); n != 0 {
+		t.Errorf("the redirect targets got %d requests: %v %v", n, far.Calls(), near.Calls())
+	}
+	if _, err := NewGitHub("acme", "charts", token, WithAPI(far.URL)); err == nil || !strings.Contains(err.Error(), "cleartext") {
+		t.Errorf("plain HTTP to %s accepted: %v", far.URL, err)
+	}
+	for _, ok := range []string{"https://api.github.com", "https://ghe.example/api/v3", near.URL, "http://localhost:8080"} {
+		if _, err := NewGitHub("acme", "charts", token, WithAPI(ok)); err != nil {
+			t.Errorf("%s refused: %v", ok, err)
+		}
 	}
 }

@@ -174,3 +174,40 @@ func TestReleaseDryRunWithoutRemote(t *testing.T) {
 		t.Errorf("json: exit %d, %v, %+v\n%s\n%s", code, err, doc, stdout, errOut)
 	}
 }
+
+// GITHUB_TOKEN goes to the GitHub API over HTTPS or on this machine only: a
+// plain-HTTP --github-api on another host is an input error before anything
+// is pushed, and the API (here a recording fake on a non-loopback address)
+// sees no request.
+func TestReleaseTokenNeverInCleartext(t *testing.T) {
+	ip, ok := fakegithub.NonLoopbackIP()
+	if !ok {
+		t.Skip("this machine has no non-loopback IPv4 address to serve the fake API on")
+	}
+	gh, err := fakegithub.NewAt(ip+":0", "acme", "charts", releaseToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gh.Close)
+	work, bare, lock := releaseRepo(t)
+	t.Chdir(work)
+	t.Setenv("GITHUB_ACTIONS", "")
+	t.Setenv("GITHUB_TOKEN", releaseToken)
+	before := treeBytes(t, work, bare)
+	for _, dry := range []bool{false, true} {
+		args := []string{"release", "--digests", lock, "--github-api", gh.URL, "--repo", "acme/charts", "charts/app"}
+		if dry {
+			args = append(args, "--dry-run")
+		}
+		code, out := runCombined(t, args...)
+		if code != 2 || !strings.Contains(out, "--github-api "+gh.URL+": plain HTTP to another machine") || strings.Contains(out, releaseToken) {
+			t.Errorf("dry run %v: exit %d\n%s", dry, code, out)
+		}
+	}
+	if calls := gh.Calls(); len(calls) != 0 {
+		t.Errorf("the API got %d requests, first with Authorization %q", len(calls), calls[0].Auth)
+	}
+	if after := treeBytes(t, work, bare); after != before {
+		t.Errorf("files changed:\nbefore %s\nafter %s", before, after)
+	}
+}

@@ -5,6 +5,7 @@ package redact
 import (
 	"errors"
 	"io/fs"
+	"net"
 	"net/url"
 	"strings"
 )
@@ -37,6 +38,26 @@ func URL(raw string) string {
 		return u.String()
 	}
 	return u.Redacted()
+}
+
+// Private reports whether a secret sent to raw stays private on the way:
+// HTTPS, or plain HTTP to this machine (localhost or a loopback address).
+func Private(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		if u.Hostname() == "localhost" {
+			return true
+		}
+		ip := net.ParseIP(u.Hostname())
+		return ip != nil && ip.IsLoopback()
+	}
+	return false
 }
 
 // Err masks the URL of any *url.Error in err's chain, and the path of any

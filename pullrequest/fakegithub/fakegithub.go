@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -22,6 +23,7 @@ type Call struct {
 	Path   string
 	Query  string
 	Body   string
+	Auth   string // the Authorization header
 }
 
 // String is "METHOD /path?query".
@@ -67,6 +69,32 @@ func New(owner, repo, token string) *Server {
 	s := &Server{Owner: owner, Repo: repo, Token: token}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// NewAt is New listening on addr (e.g. a non-loopback IP and port 0), for
+// tests of where a token may travel in cleartext.
+func NewAt(addr, owner, repo, token string) (*Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Owner: owner, Repo: repo, Token: token}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.Server.Listener.Close()
+	s.Server.Listener = l
+	s.Server.Start()
+	return s, nil
+}
+
+// NonLoopbackIP is an IPv4 address of this machine that is not loopback.
+func NonLoopbackIP() (string, bool) {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String(), true
+		}
+	}
+	return "", false
 }
 
 // Calls returns every request so far.
@@ -134,7 +162,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: string(body)})
+	s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: string(body), Auth: r.Header.Get("Authorization")})
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	for i, f := range s.faults {
 		if f.method == r.Method && f.path.MatchString(r.URL.Path) {
