@@ -8,6 +8,7 @@ import (
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/resolver"
 	"github.com/chartpin/chartpin/yamledit"
 )
 
@@ -137,7 +138,7 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 		p.Tag = tn.Value
 	}
 	if pinKey == tagKey && p.Format == config.FormatRefDigest {
-		repo, tag, _ := splitRef(p.Tag)
+		repo, tag, _ := resolver.SplitRef(p.Tag)
 		p.Tag = tag
 		if img.Repository == "" {
 			p.Repository, p.Problem = normalizeRepo(repo)
@@ -202,7 +203,7 @@ func configuredString(name string, n *yaml.Node, img config.Image) (Pin, error) 
 		if !refRe().MatchString(value) {
 			return Pin{}, fmt.Errorf("%s:%d: %s holds %q, not an image reference repo:tag[@sha256:…]", name, n.Line, img.At, value)
 		}
-		repo, tag, digest := splitRef(value)
+		repo, tag, digest := resolver.SplitRef(value)
 		p.Format = config.FormatRefDigest
 		p.Tag, p.Digest = tag, digest
 		if img.Repository != "" {

@@ -272,15 +272,6 @@ func normalizeRepo(repo string) (string, string) {
 	return strings.TrimSuffix(n, ":latest"), ""
 }
 
-// splitRef splits [host/]path[:tag][@digest] into repository, tag, digest.
-func splitRef(s string) (repo, tag, digest string) {
-	base, digest, _ := strings.Cut(s, "@")
-	if i := strings.LastIndex(base, ":"); i > strings.LastIndex(base, "/") {
-		return base[:i], base[i+1:], digest
-	}
-	return base, "", digest
-}
-
 // formatOf infers how an existing pin value is written.
 func formatOf(key, value string) string {
 	switch {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/resolver"
 	"github.com/chartpin/chartpin/yamledit"
 )
 
@@ -129,7 +130,7 @@ func isImageRef(key, value string) bool {
 	if !refRe().MatchString(value) {
 		return false
 	}
-	repo, tag, digest := splitRef(value)
+	repo, tag, digest := resolver.SplitRef(value)
 	if digest != "" {
 		return strings.Contains(repo, "/") || tag != ""
 	}
@@ -256,7 +257,7 @@ func (b block) embeddedPin(key string, val *yaml.Node) Pin {
 func (b block) stringPin(key string, val *yaml.Node) Pin {
 	p := b.base(b.at(key), key, val)
 	p.At, p.Key = p.Path, ""
-	repo, tag, digest := splitRef(val.Value)
+	repo, tag, digest := resolver.SplitRef(val.Value)
 	p.Tag, p.Digest = tag, digest
 	p.TagPath, p.TagLine, p.TagNode = p.Path, val.Line, val
 	p.Format = config.FormatRefDigest

@@ -218,10 +218,7 @@ func render(p discover.Pin, digest, tag, current string) string {
 		return tag + "@" + digest
 	case config.FormatRefDigest:
 		// keep the repository as the chart spells it
-		base, _, _ := strings.Cut(current, "@")
-		if i := strings.LastIndex(base, ":"); i > strings.LastIndex(base, "/") {
-			base = base[:i]
-		}
+		base := resolver.RepositoryOf(current)
 		if base == "" {
 			base = p.Repository
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/chartpin/chartpin/ghactions"
+	"github.com/chartpin/chartpin/resolver"
 )
 
 // Text is the human summary: per chart, each pin and what happened to it.
@@ -140,7 +141,7 @@ func (r *Result) Markdown() string {
 				if p.OldTag != "" && p.OldTag != p.Tag {
 					tag = ghactions.Code(p.OldTag) + " → " + ghactions.Code(p.Tag)
 				}
-				fmt.Fprintf(&b, "| %s | %s | %s → %s | %s |\n", ghactions.Code(repoOf(p.Image)), tag,
+				fmt.Fprintf(&b, "| %s | %s | %s → %s | %s |\n", ghactions.Code(resolver.RepositoryOf(p.Image)), tag,
 					ghactions.Code(short(p.OldDigest)), ghactions.Code(short(p.NewDigest)), ghactions.Text(strings.Join(p.Platforms, ", ")))
 			}
 			b.WriteString("\n")
@@ -274,13 +275,6 @@ func short(d string) string {
 		return d[:19]
 	}
 	return d
-}
-
-func repoOf(ref string) string {
-	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
-		return ref[:i]
-	}
-	return ref
 }
 
 // rel shortens an absolute path relative to the working directory.

@@ -493,20 +493,12 @@ func repository(ref string) string {
 	if err != nil {
 		n = ref
 	}
-	if base, _, ok := strings.Cut(n, "@"); ok {
-		return base
-	}
-	if i := strings.LastIndex(n, ":"); i > strings.LastIndex(n, "/") {
-		return n[:i]
-	}
-	return n
+	return resolver.RepositoryOf(n)
 }
 
 func specDigest(ref string) string {
-	if _, d, ok := strings.Cut(ref, "@"); ok {
-		return d
-	}
-	return ""
+	_, _, d := resolver.SplitRef(ref)
+	return d
 }
 
 func short(d string) string {

@@ -29,11 +29,20 @@ func Normalize(ref string) (string, error) {
 
 // trimTag drops a :tag from registry/repository:tag (a port stays).
 func trimTag(s string) string {
-	i := strings.LastIndex(s, ":")
-	if i > strings.LastIndex(s, "/") {
-		return s[:i]
+	repo, _, _ := SplitRef(s)
+	return repo
+}
+
+// SplitRef splits [host[:port]/]path[:tag][@digest] into its parts, spelled
+// as given (not normalized): the one place a reference is taken apart by
+// hand, for callers that must keep a chart's own spelling. A colon before the
+// last slash is a port, not a tag.
+func SplitRef(s string) (repository, tag, digest string) {
+	base, digest, _ := strings.Cut(s, "@")
+	if i := strings.LastIndex(base, ":"); i > strings.LastIndex(base, "/") {
+		return base[:i], base[i+1:], digest
 	}
-	return s
+	return base, "", digest
 }
 
 func displayName(ref name.Reference) string {
@@ -62,8 +71,8 @@ func DigestRef(ref, digest string) string {
 	return RepositoryOf(ref) + "@" + digest
 }
 
-// RepositoryOf is registry/repository of a normalized ref, tag and digest dropped.
+// RepositoryOf is registry/repository of ref, tag and digest dropped.
 func RepositoryOf(ref string) string {
-	base, _, _ := strings.Cut(ref, "@")
-	return trimTag(base)
+	repo, _, _ := SplitRef(ref)
+	return repo
 }

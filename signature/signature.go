@@ -173,4 +173,7 @@ func (c *Checker) check(ctx context.Context, p *Policy, repository, digest strin
 	return Verified{}, fmt.Errorf("%w: %s@%s: no signature verifies with %s (%s)", ErrUnsigned, repository, digest, p, strings.Join(reasons, "; "))
 }
 
-func tagOnly(ref string) string { return ref[strings.LastIndex(ref, ":")+1:] }
+func tagOnly(ref string) string {
+	_, tag, _ := resolver.SplitRef(ref)
+	return tag
+}
