@@ -105,6 +105,16 @@ type Ack struct {
 	Line   int       `json:"line"`
 }
 
+// At is "FILE:LINE" for a line of the config file this chart came from, so
+// that messages name the file the user gave (--config other.yaml).
+func (c *Chart) At(line int) string {
+	name := FileName
+	if c != nil && c.Config != "" {
+		name = c.Config
+	}
+	return fmt.Sprintf("%s:%d", name, line)
+}
+
 // Find returns the path of chartpin.yaml in dir, or "" when there is none.
 func Find(dir string) (string, error) {
 	p := filepath.Join(dir, FileName)
@@ -285,7 +295,7 @@ func (p parser) file(data []byte) (*File, error) {
 		return nil, err
 	}
 	if len(y.Docs) > 1 {
-		return nil, p.errf(y.Docs[1], "a second YAML document; chartpin.yaml holds one")
+		return nil, p.errf(y.Docs[1], "a second YAML document; a config file holds one")
 	}
 	if len(y.Docs) == 0 || len(y.Docs[0].Content) == 0 {
 		return nil, fmt.Errorf("%s: empty config; it needs a charts: list", p.path)

@@ -240,8 +240,8 @@ func Pins(t Target) (pins []discover.Pin, notes []string, err error) {
 	}
 	for _, p := range found {
 		if line, ok := configuredAt[p.At]; ok && p.Problem != "" && p.Path == p.At {
-			notes = append(notes, fmt.Sprintf("%s:%d: %s; settled by chartpin.yaml:%d (image %s), so in that block only the configured pins are watched",
-				p.File, p.Line, p.Problem, line, p.At))
+			notes = append(notes, fmt.Sprintf("%s:%d: %s; settled by %s (image %s), so in that block only the configured pins are watched",
+				p.File, p.Line, p.Problem, t.Config.At(line), p.At))
 			continue
 		}
 		if !seen[p.Path] {
@@ -466,18 +466,18 @@ func (c *checker) acknowledge(it *Item, now time.Time) {
 		}
 		if a.Digest != it.Current && a.Digest != it.Pinned {
 			it.Ack = &a
-			it.Note += fmt.Sprintf("; the acknowledgement (chartpin.yaml:%d) is for %s, not this drift", a.Line, a.Digest)
+			it.Note += fmt.Sprintf("; the acknowledgement (%s) is for %s, not this drift", cfg.At(a.Line), a.Digest)
 			continue
 		}
 		it.Ack = &a
 		end := a.Until.AddDate(0, 0, 1)
 		if !now.Before(end) {
-			it.Note += fmt.Sprintf("; acknowledgement expired on %s (chartpin.yaml:%d, %q): DRIFT again; re-pin or extend until:",
-				a.Until.Format("2006-01-02"), a.Line, a.Reason)
+			it.Note += fmt.Sprintf("; acknowledgement expired on %s (%s, %q): DRIFT again; re-pin or extend until:",
+				a.Until.Format("2006-01-02"), cfg.At(a.Line), a.Reason)
 			return
 		}
 		it.Status = Acknowledged
-		it.Note += fmt.Sprintf("; acknowledged until %s (chartpin.yaml:%d): %s", a.Until.Format("2006-01-02"), a.Line, a.Reason)
+		it.Note += fmt.Sprintf("; acknowledged until %s (%s): %s", a.Until.Format("2006-01-02"), cfg.At(a.Line), a.Reason)
 		return
 	}
 }

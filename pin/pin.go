@@ -169,7 +169,8 @@ type chart struct {
 // state is one pin's resolution.
 type state struct {
 	discover.Pin
-	oldTag    string // the tag before --set-tag
+	cfg       *config.Chart // the configuration it came from (nil: discovered)
+	oldTag    string        // the tag before --set-tag
 	tagMoved  bool
 	useTag    string // tag whose digest is pinned (versions: the highest in range)
 	ref       string // repository:useTag
@@ -342,7 +343,7 @@ func (c *chart) load() error {
 		return err
 	}
 	for _, p := range pins {
-		s := &state{Pin: p, oldTag: p.Tag}
+		s := &state{Pin: p, oldTag: p.Tag, cfg: c.cfg}
 		if p.Hold != "" {
 			// Held: no request, no move; followers take the digest it keeps.
 			s.held, s.newDigest, s.img = "hold: "+p.Hold, p.Digest, resolver.Image{Digest: p.Digest}
@@ -377,7 +378,7 @@ func setTags(charts []*chart, tags map[string]string) error {
 					return failure.Input(fmt.Errorf("--set-tag %s=%s: %s has no tag key to move (%s)", path, tag, s.Where(), s.Problem))
 				}
 				if s.Hold != "" {
-					return failure.Input(fmt.Errorf("--set-tag %s=%s: %s is held (chartpin.yaml:%d: %q); drop the hold: to move it", path, tag, s.Where(), s.ConfigLine, s.Hold))
+					return failure.Input(fmt.Errorf("--set-tag %s=%s: %s is held (%s: %q); drop the hold: to move it", path, tag, s.Where(), s.cfg.At(s.ConfigLine), s.Hold))
 				}
 				found = true
 				s.Tag, s.tagMoved = tag, tag != s.oldTag

@@ -38,7 +38,7 @@ func checkSignatures(ctx context.Context, charts []*chart, checker *signature.Ch
 	var lookups []string
 	for _, s := range moving {
 		if keyErrs[s.VerifyKey] != nil {
-			s.refuse(s.ref, fmt.Errorf("refusing to pin %s: verify key (chartpin.yaml line %d): %w", s.newDigest, s.ConfigLine, keyErrs[s.VerifyKey]))
+			s.refuse(s.ref, fmt.Errorf("refusing to pin %s: verify key (%s): %w", s.newDigest, s.cfg.At(s.ConfigLine), keyErrs[s.VerifyKey]))
 			continue
 		}
 		k := resolver.RepositoryOf(s.img.Ref) + "\x00" + s.newDigest + "\x00" + s.VerifyKey

@@ -144,7 +144,7 @@ func TestVerifyAgainstDistribution(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err := plan(cfg)
-		if err == nil || !strings.Contains(err.Error(), "verify key (chartpin.yaml line 4)") || !strings.Contains(err.Error(), "keys/cosign.pub") {
+		if err == nil || !strings.Contains(err.Error(), "chartpin.yaml:4): reading verify key") || !strings.Contains(err.Error(), "keys/cosign.pub") {
 			t.Errorf("missing key: %v", err)
 		}
 	})
