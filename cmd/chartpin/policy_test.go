@@ -156,7 +156,7 @@ func TestPinHoldsAndConditions(t *testing.T) {
 				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: api.image\n      - at: worker.image\n        hold: frozen\n"},
 			lock:   twoLock,
 			args:   []string{"--set-tag", "worker.image=2.0"},
-			stderr: []string{"--set-tag worker.image=2.0:", "is held (chartpin.yaml:5: \"frozen\"); drop the hold: to move it"},
+			stderr: []string{"--set-tag worker.image=2.0:", "is held (", "chartpin.yaml:5: \"frozen\"); drop the hold: to move it"},
 			code:   2,
 		},
 		{
