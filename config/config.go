@@ -541,6 +541,10 @@ func (p parser) image(n *yaml.Node) (Image, error) {
 			return Image{}, p.errf(fields["versions"], "versions: %q is not a semver range (e.g. \">=0.8.0 <=0.8.4\"): %v", img.Versions, err)
 		}
 	}
+	if w, ok := fields["when"]; ok && strings.TrimSpace(img.When) == "" {
+		// Read as "no condition", it would let a guarded pin move.
+		return Image{}, p.errf(w, "when: is empty; write the condition that must hold (e.g. flags.prod == true), or drop when:")
+	}
 	if img.When != "" {
 		if _, err := ParseWhen(img.When); err != nil {
 			return Image{}, p.errf(fields["when"], "when: %v", err)

@@ -98,6 +98,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad format", "charts:\n  - dir: a\n    images:\n      - at: x\n        format: sha\n", ":5: format: \"sha\" is not one of digest, hex, tag@digest, ref@digest"},
 		{"bad versions", "charts:\n  - dir: a\n    images:\n      - at: x\n        versions: \">=0.8.x.y\"\n", ":5: versions: \">=0.8.x.y\" is not a semver range"},
 		{"bad when", "charts:\n  - dir: a\n    images:\n      - at: x\n        when: a.b >= 3\n", ":5: when: \"a.b >= 3\": unsupported operator"},
+		{"empty when", "charts:\n  - dir: a\n    images:\n      - at: x\n        when: \"\"\n", ":5: when: is empty"},
 		{"when missing value", "charts:\n  - dir: a\n    images:\n      - at: x\n        when: a.b ==\n", ":5: when: \"a.b ==\": missing value"},
 		{"bad bump", "charts:\n  - dir: a\n    bump: huge\n", ":3: bump: \"huge\" is not one of patch, minor, major, none"},
 		{"bad appVersion", "charts:\n  - dir: a\n    appVersion: newest\n", ":3: appVersion: \"newest\" is not one of"},
