@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/Masterminds/semver/v3"
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -27,6 +26,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/registry"
 	"helm.sh/helm/v3/pkg/repo"
+	"oras.land/oras-go/v2/registry/remote/auth"
 	"sigs.k8s.io/yaml"
 )
 
@@ -89,12 +89,45 @@ type indexSource struct {
 	url, base string
 	shown     string // url with credentials masked, for logs and errors
 	index     *repo.IndexFile
+	client    *http.Client // made on first versions, with the index host's credentials
+}
+
+// httpClient is opts.HTTPClient sending the keychain's credentials for the
+// index host, over HTTPS only, to that host only. Credentials in the URL
+// itself take precedence.
+func (s *indexSource) httpClient(opts Options) (*http.Client, error) {
+	u, err := url.Parse(s.url)
+	if err != nil || u.User != nil {
+		return opts.HTTPClient, nil // get reports a bad URL; userinfo is sent as is
+	}
+	c, err := credential(opts.Keychain, u.Host)
+	if err != nil {
+		return nil, fmt.Errorf("reading credentials for %s: %w", u.Host, err)
+	}
+	if c.Username == "" && c.Password == "" {
+		return opts.HTTPClient, nil
+	}
+	if u.Scheme != "https" {
+		opts.Logger.Warn("credentials for the index host not sent over plain HTTP", "host", u.Host)
+		return opts.HTTPClient, nil
+	}
+	next := opts.HTTPClient.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	hc := *opts.HTTPClient
+	hc.Transport = basicAuth{host: u.Host, user: c.Username, password: c.Password, next: next}
+	return &hc, nil
 }
 
 func (s *indexSource) String() string { return s.shown }
 
 func (s *indexSource) versions(ctx context.Context, opts Options) ([]string, error) {
-	data, err := get(ctx, opts, s.url)
+	var err error
+	if s.client, err = s.httpClient(opts); err != nil {
+		return nil, fmt.Errorf("fetching repository index %s: %w", s.shown, err)
+	}
+	data, err := get(ctx, opts, s.client, s.url)
 	if err != nil {
 		return nil, fmt.Errorf("fetching repository index %s: %w", s.shown, err)
 	}
@@ -146,7 +179,7 @@ func (s *indexSource) fetch(ctx context.Context, opts Options, version string) (
 	if err != nil {
 		return nil, fmt.Errorf("chart %q %s in %s: archive URL %q: %w", opts.Chart, version, s.shown, redact.URL(cv.URLs[0]), err)
 	}
-	data, err := get(ctx, opts, u)
+	data, err := get(ctx, opts, s.client, u)
 	if err != nil {
 		return nil, fmt.Errorf("downloading chart %q %s from %s: %w", opts.Chart, version, redact.URL(u), err)
 	}
@@ -159,9 +192,9 @@ func (s *indexSource) fetch(ctx context.Context, opts Options, version string) (
 	return loadArchive(data, redact.URL(u), opts.Chart, version)
 }
 
-// get reads rawURL within one request timeout. Credentials in rawURL are
-// sent (basic auth) and never shown.
-func get(ctx context.Context, opts Options, rawURL string) ([]byte, error) {
+// get reads rawURL with hc within one request timeout. Credentials in rawURL
+// are sent (basic auth) and never shown.
+func get(ctx context.Context, opts Options, hc *http.Client, rawURL string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
 	defer cancel()
 	shown := redact.URL(rawURL)
@@ -174,7 +207,7 @@ func get(ctx context.Context, opts Options, rawURL string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("GET %s: invalid URL: %w", shown, err)
 	}
-	resp, err := opts.HTTPClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		// net/http masks a password in *url.Error, but not a lone user name.
 		var ue *url.Error
@@ -184,6 +217,9 @@ func get(ctx context.Context, opts Options, rawURL string) ([]byte, error) {
 		return nil, timeoutHint(ctx, opts, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return nil, fmt.Errorf("GET %s: %s: %s", shown, resp.Status, credentialsHint(req.URL.Host))
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", shown, resp.Status)
 	}
@@ -224,7 +260,9 @@ func (s *ociSource) client(ctx context.Context, opts Options) (*registry.Client,
 		base = http.DefaultTransport
 	}
 	hc := &http.Client{Transport: ctxTransport{ctx: ctx, base: base}, Timeout: opts.RequestTimeout}
-	ro := []registry.ClientOption{registry.ClientOptHTTPClient(hc)}
+	// One credential source for both OCI clients: opts.Keychain, per host.
+	authz := auth.Client{Client: hc, Credential: orasCredential(opts.Keychain)}
+	ro := []registry.ClientOption{registry.ClientOptHTTPClient(hc), registry.ClientOptAuthorizer(authz)}
 	if opts.PlainHTTP {
 		ro = append(ro, registry.ClientOptPlainHTTP())
 	}
@@ -240,7 +278,7 @@ func (s *ociSource) versions(ctx context.Context, opts Options) ([]string, error
 	}
 	tags, err := rc.Tags(s.ref)
 	if err != nil {
-		return nil, fmt.Errorf("listing tags of %s: %w", s, timeoutHint(ctx, opts, err))
+		return nil, fmt.Errorf("listing tags of %s: %w", s, s.authHint(timeoutHint(ctx, opts, err)))
 	}
 	if len(tags) == 0 {
 		return nil, fmt.Errorf("%s has no version tags: check --oci and --chart", s)
@@ -257,7 +295,7 @@ func (s *ociSource) describe(ctx context.Context, opts Options, version string) 
 		if t == nil {
 			t = http.DefaultTransport
 		}
-		p, err := remote.NewPuller(remote.WithTransport(t), remote.WithAuthFromKeychain(authn.DefaultKeychain))
+		p, err := remote.NewPuller(remote.WithTransport(t), remote.WithAuthFromKeychain(opts.Keychain))
 		if err != nil {
 			return published{}, err
 		}
@@ -277,7 +315,7 @@ func (s *ociSource) describe(ctx context.Context, opts Options, version string) 
 	ro := []remote.Option{remote.WithContext(ctx), remote.Reuse(s.puller)}
 	desc, err := remote.Get(ref, ro...)
 	if err != nil {
-		return published{}, fmt.Errorf("reading the manifest of %s:%s: %w", s, tag, timeoutHint(ctx, opts, err))
+		return published{}, fmt.Errorf("reading the manifest of %s:%s: %w", s, tag, s.authHint(timeoutHint(ctx, opts, err)))
 	}
 	var m v1.Manifest
 	if err := json.Unmarshal(desc.Manifest, &m); err != nil {
@@ -308,13 +346,27 @@ func (s *ociSource) fetch(ctx context.Context, opts Options, version string) (*c
 	ref := s.ref + ":" + strings.ReplaceAll(version, "+", "_")
 	pr, err := rc.Pull(ref, registry.PullOptWithChart(true))
 	if err != nil {
-		return nil, fmt.Errorf("pulling %s:%s: %w", s, version, timeoutHint(ctx, opts, err))
+		return nil, fmt.Errorf("pulling %s:%s: %w", s, version, s.authHint(timeoutHint(ctx, opts, err)))
 	}
 	if pr.Chart == nil {
 		return nil, fmt.Errorf("pulling %s:%s: no chart layer", s, version)
 	}
 	name := s.ref[strings.LastIndex(s.ref, "/")+1:]
 	return loadArchive(pr.Chart.Data, "oci://"+ref, name, version)
+}
+
+// credentialsHint says where the credentials for host come from.
+func credentialsHint(host string) string {
+	return "check the credentials for " + host + " in DOCKER_CONFIG (the chart mounts registryAuth.secret there) or CHARTPIN_REGISTRY_AUTH"
+}
+
+// authHint adds credentialsHint to a registry's refusal.
+func (s *ociSource) authHint(err error) error {
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) || strings.Contains(strings.ToLower(err.Error()), "unauthorized") {
+		host, _, _ := strings.Cut(s.ref, "/")
+		return fmt.Errorf("%w: %s", err, credentialsHint(host))
+	}
+	return err
 }
 
 // ctxTransport binds every request to ctx, so a client that ignores contexts

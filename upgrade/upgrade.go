@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
@@ -78,6 +79,10 @@ type Options struct {
 	MaxHistory      int              // revisions kept; default 10 like `helm upgrade`
 
 	HTTPClient *http.Client // for repository requests; default a fresh client
+	// Keychain holds the repository credentials: basic auth for the index
+	// host (HTTPS only), registry auth for OCI. Default authn.DefaultKeychain
+	// (DOCKER_CONFIG, where the chart mounts registryAuth.secret).
+	Keychain authn.Keychain
 	Logger     *slog.Logger // discard by default
 }
 
@@ -137,6 +142,9 @@ func withDefaults(opts Options) Options {
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	if opts.Keychain == nil {
+		opts.Keychain = authn.DefaultKeychain
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

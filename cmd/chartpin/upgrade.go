@@ -24,6 +24,8 @@ func upgradeCommand() *cli.Command {
 			"moves to the newest non-deprecated version, even a lower one (a recall). --min-age skips\n" +
 			"versions published too recently (index created, or the OCI manifest's creation annotation).\n" +
 			"Kubernetes access: in-cluster config by default, or --kubeconfig / KUBECONFIG.\n" +
+			"Repository credentials: DOCKER_CONFIG's config.json (the chart mounts registryAuth.secret there)\n" +
+			"or CHARTPIN_REGISTRY_AUTH, per host: basic auth to an https index host only, registry auth for OCI.\n" +
 			"The command deadline (global --timeout) is extended when it would undercut the upgrade.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "release", Usage: "installed release `NAME`"},
@@ -51,6 +53,10 @@ func runUpgrade(c *cli.Context) error {
 		return err
 	}
 	log := logger(c)
+	kc, err := keychain()
+	if err != nil {
+		return err
+	}
 	opts := upgrade.Options{
 		Release:         c.String("release"),
 		Chart:           c.String("chart"),
@@ -62,6 +68,7 @@ func runUpgrade(c *cli.Context) error {
 		MinAge:          c.Duration("min-age"),
 		DryRun:          c.Bool("dry-run"),
 		PlainHTTP:       insecureOCI(c, c.String("oci")),
+		Keychain:        kc,
 		Logger:          log,
 	}
 

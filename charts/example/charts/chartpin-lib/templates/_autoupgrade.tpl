@@ -219,7 +219,7 @@ spec:
               env:
                 {{- include "chartpin.lib.toolEnv" $root | nindent 16 }}
                 {{- if $authSecret }}
-                # registry credentials for an oci:// chart repository (Helm reads DOCKER_CONFIG)
+                # repository credentials per host: basic auth for an https index, registry auth for oci://
                 - name: DOCKER_CONFIG
                   value: /etc/chartpin/docker
                 {{- end }}
