@@ -106,3 +106,65 @@ func TestNoOutsideReferences(t *testing.T) {
 		}
 	}
 }
+
+// graphLine is one "pkg ──> a, b" line of docs/architecture.md's graph.
+var graphLine = regexp.MustCompile(`^(\S+) ─*> (.+)$`)
+
+// The import graph in docs/architecture.md is the real one: each line lists
+// exactly the chartpin packages (internal/ left out) that package imports.
+func TestArchitectureDocIsTrue(t *testing.T) {
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	doc, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(root)), "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/chartpin/chartpin/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/chartpin/chartpin/"
+	imports := map[string]map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], mod)
+		imports[pkg] = map[string]bool{}
+		for _, d := range f[1:] {
+			if strings.HasPrefix(d, mod) && !strings.HasPrefix(d, mod+"internal/") {
+				imports[pkg][strings.TrimPrefix(d, mod)] = true
+			}
+		}
+	}
+	checked := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		m := graphLine.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil || m[1] == "cmd/chartpin" {
+			continue
+		}
+		checked++
+		got, ok := imports[m[1]]
+		if !ok {
+			t.Errorf("docs/architecture.md names %s, which is no package", m[1])
+			continue
+		}
+		want := map[string]bool{}
+		for _, d := range strings.Split(m[2], ",") {
+			want[strings.TrimSpace(d)] = true
+		}
+		for d := range got {
+			if !want[d] {
+				t.Errorf("docs/architecture.md: %s imports %s; add it to its line", m[1], d)
+			}
+		}
+		for d := range want {
+			if !got[d] {
+				t.Errorf("docs/architecture.md: %s does not import %s; drop it from its line", m[1], d)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("docs/architecture.md: read %d graph lines, want the whole graph", checked)
+	}
+}
