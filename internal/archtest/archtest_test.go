@@ -71,6 +71,54 @@ func TestImportGraph(t *testing.T) {
 	}
 }
 
+// registryClients are the packages that may speak to a registry themselves:
+// the resolver for every lookup; the writers (publish pushes charts,
+// deprecation pushes recall markers, imagebuild pushes chartpin's image,
+// demo seeds its embedded registry); upgrade pulls charts through Helm's
+// client; and the test registries. Everything else, cmd included, reads a
+// registry through the resolver, so every lookup is counted, mirrored,
+// authenticated and bounded in one place.
+var registryClients = map[string]bool{
+	"github.com/chartpin/chartpin/resolver":              true,
+	"github.com/chartpin/chartpin/publish":               true,
+	"github.com/chartpin/chartpin/deprecation":           true,
+	"github.com/chartpin/chartpin/internal/imagebuild":   true,
+	"github.com/chartpin/chartpin/demo":                  true,
+	"github.com/chartpin/chartpin/upgrade":               true,
+	"github.com/chartpin/chartpin/internal/registrytest": true,
+	"github.com/chartpin/chartpin/internal/cosigned":     true,
+}
+
+// registryImports are the client libraries that send registry requests.
+var registryImports = []string{
+	"github.com/google/go-containerregistry/pkg/v1/remote",
+	"github.com/google/go-containerregistry/pkg/crane",
+	"helm.sh/helm/v3/pkg/registry",
+	"oras.land/",
+}
+
+// No package outside registryClients imports a registry client directly
+// (its own imports, not its dependencies': those go through the resolver).
+func TestRegistryCallsGoThroughTheResolver(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/chartpin/chartpin/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if registryClients[f[0]] {
+			continue
+		}
+		for _, d := range f[1:] {
+			for _, bad := range registryImports {
+				if strings.HasPrefix(d, bad) {
+					t.Errorf("%s imports %s: read the registry through resolver (or add the package to registryClients with the reason)", f[0], d)
+				}
+			}
+		}
+	}
+}
+
 // standsAlone matches references to documents outside this repository:
 // numbered notes and paths of the machine the code was written on mean
 // nothing to a reader of the repository. Reasons belong in a sentence or in
