@@ -102,7 +102,7 @@ func deprecateIndex(ctx context.Context, res *DeprecateResult, prerelease bool, 
 	dir, roots := stableDir, []urlRoot{{o.BaseURL, stableDir}}
 	if prerelease {
 		if o.PrereleaseIndex == "" {
-			return nil, failure.Input(fmt.Errorf("%s %s is a prerelease, which lives in the prerelease index: pass --prerelease-index", res.Name, res.Version))
+			return nil, failure.Input(failure.Optionf("%s %s is a prerelease, which lives in the prerelease index: pass {{PrereleaseIndex}}", res.Name, res.Version))
 		}
 		dir, roots = o.PrereleaseIndex, []urlRoot{{o.PrereleaseBaseURL, o.PrereleaseIndex}, {o.BaseURL, stableDir}}
 	}
@@ -210,16 +210,16 @@ func deprecateOCI(ctx context.Context, res *DeprecateResult, o Options) (*Deprec
 	desc, err := remote.Head(tag, ro...)
 	var terr *transport.Error
 	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
-		return nil, failure.Input(fmt.Errorf("%s is not published: only a published version can be deprecated; check the version and --oci", out.Ref))
+		return nil, failure.Input(failure.Optionf("%s is not published: only a published version can be deprecated; check the version and {{OCI}}", out.Ref))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("looking up %s: %w; %s", out.Ref, err, registryHint(err))
+		return nil, failure.Optionf("looking up %s: %w; "+registryHint(err), out.Ref, err)
 	}
 	out.ManifestDigest = desc.Digest.String()
 	subject := tag.Context().Digest(out.ManifestDigest)
 	st, err := deprecation.Read(ctx, subject, ro...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w; %s", out.Ref, err, registryHint(err))
+		return nil, failure.Optionf("%s: %w; "+registryHint(err), out.Ref, err)
 	}
 	if st.Deprecated == res.Deprecated {
 		out.Action = Unchanged
@@ -232,7 +232,7 @@ func deprecateOCI(ctx context.Context, res *DeprecateResult, o Options) (*Deprec
 	}
 	marker, err := deprecation.Mark(ctx, pusher, subject, *desc, res.Deprecated, at)
 	if err != nil {
-		return nil, fmt.Errorf("%w; %s", err, registryHint(err))
+		return nil, failure.Optionf("%w; "+registryHint(err), err)
 	}
 	out.Marker = marker.String()
 	// Read back what upgrades will read, and check the chart's tag stayed.

@@ -13,6 +13,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/registry"
 	"oras.land/oras-go/v2/errdef"
+
+	"github.com/chartpin/chartpin/internal/failure"
 )
 
 // ctxTransport binds every request to ctx: Helm's registry client uses
@@ -73,7 +75,7 @@ func publishOCI(ctx context.Context, res *Result, o Options) (*OCIResult, error)
 		// Present: identical chart bytes are a no-op, anything else is refused.
 		pulled, err := c.Pull(ref, registry.PullOptWithChart(true))
 		if err != nil {
-			return nil, fmt.Errorf("pulling the published %s to compare: %w; %s", out.Ref, err, registryHint(err))
+			return nil, failure.Optionf("pulling the published %s to compare: %w; "+registryHint(err), out.Ref, err)
 		}
 		if !bytes.Equal(pulled.Chart.Data, res.Package) {
 			return nil, fmt.Errorf("%w: %s exists with chart digest %s, this package is %s; publish never overwrites a version, so fleets never get two charts under one name: bump the chart version (chartpin bump) and publish again",
@@ -83,7 +85,7 @@ func publishOCI(ctx context.Context, res *Result, o Options) (*OCIResult, error)
 		return out, nil
 	case errors.Is(err, errdef.ErrNotFound):
 	default:
-		return nil, fmt.Errorf("looking up %s: %w; %s", out.Ref, err, registryHint(err))
+		return nil, failure.Optionf("looking up %s: %w; "+registryHint(err), out.Ref, err)
 	}
 	opts := []registry.PushOption{registry.PushOptStrictMode(true), registry.PushOptCreationTime(o.Now().UTC().Format(time.RFC3339))}
 	if res.Provenance != nil {
@@ -91,7 +93,7 @@ func publishOCI(ctx context.Context, res *Result, o Options) (*OCIResult, error)
 	}
 	pushed, err := c.Push(res.Package, ref, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("pushing %s: %w; %s", out.Ref, err, registryHint(err))
+		return nil, failure.Optionf("pushing %s: %w; "+registryHint(err), out.Ref, err)
 	}
 	if got := strings.TrimPrefix(pushed.Chart.Digest, "sha256:"); got != res.Digest {
 		return nil, fmt.Errorf("pushing %s: the registry stored chart layer %s, we sent %s", out.Ref, short(got), short(res.Digest))
@@ -107,9 +109,9 @@ func registryHint(err error) string {
 	case strings.Contains(s, "401") || strings.Contains(s, "unauthorized") || strings.Contains(s, "403") || strings.Contains(s, "credential not found"):
 		return "log in first (docker login, or DOCKER_CONFIG pointing at a config.json with credentials for the registry)"
 	case strings.Contains(s, "http: server gave HTTP response to HTTPS client"):
-		return "the registry speaks plain HTTP: pass --insecure-registry HOST"
+		return "the registry speaks plain HTTP: pass {{PlainHTTP}} HOST"
 	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(s, "Client.Timeout"):
-		return "the registry did not answer in time; raise --timeout or re-run"
+		return "the registry did not answer in time; raise {{Timeout}} or re-run"
 	}
 	return "check the registry address and network, then re-run"
 }

@@ -20,6 +20,8 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/provenance"
+
+	"github.com/chartpin/chartpin/internal/failure"
 )
 
 // packageChart saves ch with the Helm SDK and rewrites the archive with a
@@ -166,7 +168,7 @@ func sign(pkg []byte, filename string, o Options) ([]byte, error) {
 	}
 	signer, err := provenance.NewFromKeyring(keyring, o.SignKey)
 	if err != nil {
-		return nil, fmt.Errorf("loading signing key %q from %s: %w; pass --keyring with a secret keyring (gpg --export-secret-keys)", o.SignKey, keyring, err)
+		return nil, failure.Optionf("loading signing key %q from %s: %w; pass {{Keyring}} with a secret keyring (gpg --export-secret-keys)", o.SignKey, keyring, err)
 	}
 	fetch := o.Passphrase
 	if fetch == nil {

@@ -139,11 +139,11 @@ func Publish(ctx context.Context, chartDir string, opts Options) (*Result, error
 	}
 	md := ch.Metadata
 	if opts.Version != "" && opts.Version != md.Version {
-		return nil, failure.Input(fmt.Errorf("--version %s disagrees with %s/Chart.yaml version %s; bump the chart (chartpin bump) or drop --version: a tarball must match its source",
+		return nil, failure.Input(failure.Optionf("{{Version}} %s disagrees with %s/Chart.yaml version %s; bump the chart (chartpin bump) or drop {{Version}}: a tarball must match its source",
 			opts.Version, chartDir, md.Version))
 	}
 	if opts.AppVersion != "" && opts.AppVersion != md.AppVersion {
-		return nil, failure.Input(fmt.Errorf("--app-version %s disagrees with %s/Chart.yaml appVersion %s; bump the chart (chartpin bump) or drop --app-version",
+		return nil, failure.Input(failure.Optionf("{{AppVersion}} %s disagrees with %s/Chart.yaml appVersion %s; bump the chart (chartpin bump) or drop {{AppVersion}}",
 			opts.AppVersion, chartDir, md.AppVersion))
 	}
 	v, err := chartbump.ParseVersion(md.Version)
@@ -153,7 +153,7 @@ func Publish(ctx context.Context, chartDir string, opts Options) (*Result, error
 	res := &Result{Name: md.Name, Version: md.Version, AppVersion: md.AppVersion, Prerelease: v.Prerelease() != ""}
 	indexed := opts.IndexDir != "" || opts.PagesBranch != ""
 	if res.Prerelease && indexed && opts.PrereleaseIndex == "" {
-		return nil, failure.Input(fmt.Errorf("%s %s is a prerelease and never enters the stable index, where every consumer would take it as a release; pass --prerelease-index DIR for it",
+		return nil, failure.Input(failure.Optionf("%s %s is a prerelease and never enters the stable index, where every consumer would take it as a release; pass {{PrereleaseIndex}} DIR for it",
 			md.Name, md.Version))
 	}
 
@@ -189,6 +189,54 @@ func Publish(ctx context.Context, chartDir string, opts Options) (*Result, error
 	return res, nil
 }
 
+// Validate checks the options by themselves, before anything is packaged
+// or sent: one target at least, well-formed URLs, and a prerelease index
+// apart from the stable one. Errors name options by their field names.
+func (o Options) Validate() error {
+	switch {
+	case o.IndexDir == "" && o.PagesBranch == "" && o.OCI == "":
+		return failure.Input(failure.Optionf("nothing to publish to: pass {{IndexDir}} DIR, {{PagesBranch}} BRANCH and/or {{OCI}} oci://HOST/PATH"))
+	case o.IndexDir != "" && o.PagesBranch != "":
+		return failure.Input(failure.Optionf("{{IndexDir}} and {{PagesBranch}} are exclusive: the index lives in one place"))
+	case o.PagesBranch != "" && o.Repo == nil:
+		return failure.Input(failure.Optionf("{{PagesBranch}} needs a git checkout to push from"))
+	case o.BaseURL != "" && !isHTTP(o.BaseURL):
+		return failure.Input(failure.Optionf("{{BaseURL}} %q: want an http(s) URL", redact.URL(o.BaseURL)))
+	case o.PrereleaseBaseURL != "" && !isHTTP(o.PrereleaseBaseURL):
+		return failure.Input(failure.Optionf("{{PrereleaseBaseURL}} %q: want an http(s) URL", redact.URL(o.PrereleaseBaseURL)))
+	case o.PrereleaseBaseURL != "" && strings.TrimRight(o.PrereleaseBaseURL, "/") == strings.TrimRight(o.BaseURL, "/"):
+		return failure.Input(failure.Optionf("{{PrereleaseBaseURL}} %s is {{BaseURL}}: prerelease tarball URLs would point into the stable repository; give the URL {{PrereleaseIndex}} is served at",
+			o.PrereleaseBaseURL))
+	case o.PrereleaseBaseURL != "" && o.PrereleaseIndex == "":
+		return failure.Input(failure.Optionf("{{PrereleaseBaseURL}} without {{PrereleaseIndex}}: say where prereleases go"))
+	}
+	if o.OCI != "" {
+		if err := CheckOCI(o.OCI); err != nil {
+			return err
+		}
+	}
+	for _, f := range [][2]string{{"BaseURL", o.BaseURL}, {"PrereleaseBaseURL", o.PrereleaseBaseURL}} {
+		if f[1] == "" {
+			continue
+		}
+		if err := checkURL(f[0], f[1]); err != nil {
+			return err
+		}
+	}
+	if o.PrereleaseIndex == "" || (o.IndexDir == "" && o.PagesBranch == "") {
+		return nil
+	}
+	rel, err := prereleasePath(&o) // o is a copy: the check changes nothing
+	if err != nil {
+		return err
+	}
+	if o.PrereleaseBaseURL == "" && o.BaseURL != "" && rel == "" {
+		return failure.Input(failure.Optionf("{{PrereleaseIndex}} %s is not under {{IndexDir}} %s, so its tarball URLs cannot be derived from {{BaseURL}}; pass {{PrereleaseBaseURL}} URL (where %s is served)",
+			o.PrereleaseIndex, o.IndexDir, o.PrereleaseIndex))
+	}
+	return nil
+}
+
 func defaults(o *Options) error {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -202,35 +250,8 @@ func defaults(o *Options) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	switch {
-	case o.IndexDir == "" && o.PagesBranch == "" && o.OCI == "":
-		return failure.Input(errors.New("nothing to publish to: pass --index-dir DIR, --pages-branch BRANCH and/or --oci oci://HOST/PATH"))
-	case o.IndexDir != "" && o.PagesBranch != "":
-		return failure.Input(errors.New("--index-dir and --pages-branch are exclusive: the index lives in one place"))
-	case o.PagesBranch != "" && o.Repo == nil:
-		return failure.Input(errors.New("--pages-branch needs a git checkout to push from"))
-	case o.BaseURL != "" && !isHTTP(o.BaseURL):
-		return failure.Input(fmt.Errorf("--base-url %q: want an http(s) URL", redact.URL(o.BaseURL)))
-	case o.PrereleaseBaseURL != "" && !isHTTP(o.PrereleaseBaseURL):
-		return failure.Input(fmt.Errorf("--prerelease-base-url %q: want an http(s) URL", redact.URL(o.PrereleaseBaseURL)))
-	case o.PrereleaseBaseURL != "" && strings.TrimRight(o.PrereleaseBaseURL, "/") == strings.TrimRight(o.BaseURL, "/"):
-		return failure.Input(fmt.Errorf("--prerelease-base-url %s is --base-url: prerelease tarball URLs would point into the stable repository; give the URL --prerelease-index is served at",
-			o.PrereleaseBaseURL))
-	case o.PrereleaseBaseURL != "" && o.PrereleaseIndex == "":
-		return failure.Input(errors.New("--prerelease-base-url without --prerelease-index: say where prereleases go"))
-	}
-	if o.OCI != "" {
-		if err := CheckOCI("--oci", o.OCI); err != nil {
-			return err
-		}
-	}
-	for _, f := range [][2]string{{"--base-url", o.BaseURL}, {"--prerelease-base-url", o.PrereleaseBaseURL}} {
-		if f[1] == "" {
-			continue
-		}
-		if err := checkURL(f[0], f[1]); err != nil {
-			return err
-		}
+	if err := o.Validate(); err != nil {
+		return err
 	}
 	if o.PrereleaseIndex == "" || (o.IndexDir == "" && o.PagesBranch == "") {
 		return nil
@@ -240,10 +261,6 @@ func defaults(o *Options) error {
 		return err
 	}
 	if o.PrereleaseBaseURL == "" && o.BaseURL != "" {
-		if rel == "" {
-			return failure.Input(fmt.Errorf("--prerelease-index %s is not under --index-dir %s, so its tarball URLs cannot be derived from --base-url; pass --prerelease-base-url URL (where %s is served)",
-				o.PrereleaseIndex, o.IndexDir, o.PrereleaseIndex))
-		}
 		o.PrereleaseBaseURL = strings.TrimRight(o.BaseURL, "/") + "/" + escapePath(rel)
 	}
 	return nil
@@ -257,10 +274,10 @@ func prereleasePath(o *Options) (string, error) {
 		p := path.Clean(filepath.ToSlash(o.PrereleaseIndex))
 		switch {
 		case p == "." || p == "/":
-			return "", failure.Input(fmt.Errorf("--prerelease-index %q is the root of --pages-branch %s, where the stable index lives; prereleases never enter the stable index: name a subdirectory, e.g. prerelease",
+			return "", failure.Input(failure.Optionf("{{PrereleaseIndex}} %q is the root of {{PagesBranch}} %s, where the stable index lives; prereleases never enter the stable index: name a subdirectory, e.g. prerelease",
 				o.PrereleaseIndex, o.PagesBranch))
 		case path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../"):
-			return "", failure.Input(fmt.Errorf("--prerelease-index %q: want a path inside --pages-branch %s, e.g. prerelease", o.PrereleaseIndex, o.PagesBranch))
+			return "", failure.Input(failure.Optionf("{{PrereleaseIndex}} %q: want a path inside {{PagesBranch}} %s, e.g. prerelease", o.PrereleaseIndex, o.PagesBranch))
 		}
 		o.PrereleaseIndex = p
 		return p, nil
@@ -268,7 +285,7 @@ func prereleasePath(o *Options) (string, error) {
 	stable, err1 := filepath.Abs(o.IndexDir)
 	pre, err2 := filepath.Abs(o.PrereleaseIndex)
 	if err := errors.Join(err1, err2); err != nil {
-		return "", fmt.Errorf("resolving --index-dir and --prerelease-index: %w", err)
+		return "", failure.Optionf("resolving {{IndexDir}} and {{PrereleaseIndex}}: %w", err)
 	}
 	same := stable == pre
 	if rs, err := filepath.EvalSymlinks(stable); err == nil {
@@ -277,7 +294,7 @@ func prereleasePath(o *Options) (string, error) {
 		}
 	}
 	if same {
-		return "", failure.Input(fmt.Errorf("--prerelease-index %s is --index-dir %s; prereleases never enter the stable index: give them their own directory, e.g. %s",
+		return "", failure.Input(failure.Optionf("{{PrereleaseIndex}} %s is {{IndexDir}} %s; prereleases never enter the stable index: give them their own directory, e.g. %s",
 			o.PrereleaseIndex, o.IndexDir, filepath.Join(o.IndexDir, "prerelease")))
 	}
 	rel, err := filepath.Rel(stable, pre)
@@ -287,33 +304,33 @@ func prereleasePath(o *Options) (string, error) {
 	return filepath.ToSlash(rel), nil
 }
 
-// CheckOCI refuses an --oci target that is not oci://HOST/PATH with a valid
+// CheckOCI refuses an OCI target that is not oci://HOST/PATH with a valid
 // port, or that carries credentials: registry logins supply those, and a
 // target is printed and stored (input errors that never echo the secret).
-func CheckOCI(flag, target string) error {
+func CheckOCI(target string) error {
 	if !strings.HasPrefix(target, "oci://") {
-		return failure.Input(fmt.Errorf("%s %q: want oci://HOST/PATH", flag, redact.URL(target)))
+		return failure.Input(failure.Optionf("{{OCI}} %q: want oci://HOST/PATH", redact.URL(target)))
 	}
-	return checkURL(flag, target)
+	return checkURL("OCI", target)
 }
 
 // checkURL refuses an unparseable URL, a port that is no port, and userinfo:
 // a base URL is written into index.yaml for anyone to read.
-func checkURL(flag, raw string) error {
+func checkURL(field, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return failure.Input(fmt.Errorf("%s: not a URL: %w", flag, redact.Err(err)))
+		return failure.Input(failure.Optionf("{{"+field+"}}: not a URL: %w", redact.Err(err)))
 	}
 	if u.User != nil {
-		return failure.Input(fmt.Errorf("%s %s: a URL with credentials would be printed, and a base URL is written into index.yaml for anyone to read; remove USER:PASSWORD@ (registries take credentials from docker login or CHARTPIN_REGISTRY_AUTH)",
-			flag, redact.URL(raw)))
+		return failure.Input(failure.Optionf("{{"+field+"}} %s: a URL with credentials would be printed, and a base URL is written into index.yaml for anyone to read; remove USER:PASSWORD@ (registries take credentials from docker login or CHARTPIN_REGISTRY_AUTH)",
+			redact.URL(raw)))
 	}
 	if u.Host == "" {
-		return failure.Input(fmt.Errorf("%s %q: no host", flag, raw))
+		return failure.Input(failure.Optionf("{{"+field+"}} %q: no host", raw))
 	}
 	if p := u.Port(); p != "" || strings.HasSuffix(u.Host, ":") {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return failure.Input(fmt.Errorf("%s %q: port %q is not a number from 1 to 65535", flag, raw, p))
+			return failure.Input(failure.Optionf("{{"+field+"}} %q: port %q is not a number from 1 to 65535", raw, p))
 		}
 	}
 	return nil

@@ -234,7 +234,7 @@ func TestPrereleaseRouting(t *testing.T) {
 	writeChart(t, chartDir, "1.1.0-rc.1", "1.1.0-rc.1", "0.9")
 	// No prerelease index: refused as bad input, nothing written.
 	_, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: stableDir}))
-	if failure.Code(err) != 2 || !strings.Contains(err.Error(), "--prerelease-index") {
+	if failure.Code(err) != 2 || !strings.Contains(err.Error(), "pass PrereleaseIndex DIR") || strings.Contains(err.Error(), "--") {
 		t.Fatalf("prerelease without --prerelease-index = %v (exit %d)", err, failure.Code(err))
 	}
 	r, err := Publish(context.Background(), chartDir, opts(Options{IndexDir: stableDir, PrereleaseIndex: preDir}))
@@ -690,7 +690,7 @@ func TestPrereleaseURLs(t *testing.T) {
 	// A prerelease index outside the stable root: its URL must be given.
 	elsewhere := t.TempDir()
 	o = opts(Options{IndexDir: site, PrereleaseIndex: elsewhere, BaseURL: base})
-	if _, err := Publish(context.Background(), chartDir, o); failure.Code(err) != 2 || !strings.Contains(err.Error(), "--prerelease-base-url") {
+	if _, err := Publish(context.Background(), chartDir, o); failure.Code(err) != 2 || !strings.Contains(err.Error(), "pass PrereleaseBaseURL URL") {
 		t.Fatalf("prerelease index outside the stable root without --prerelease-base-url = %v (exit %d)", err, failure.Code(err))
 	}
 	o.PrereleaseBaseURL = base

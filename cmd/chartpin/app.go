@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/urfave/cli/v2"
 
@@ -75,6 +76,34 @@ func newApp() *cli.App {
 		withExamples(c)
 	}
 	return app
+}
+
+// optionFlags map the options fields libraries name in errors to the flags
+// that set them, where the flag is not the field's name in kebab case.
+var optionFlags = map[string]string{
+	"RepoURL":            "repo",
+	"SignKey":            "key",
+	"API":                "github-api",
+	"InsecureRegistries": "insecure-registry",
+	"Mirrors":            "registry-mirror",
+}
+
+// flagOf is the flag that sets an options field: PrereleaseBaseURL is
+// --prerelease-base-url.
+func flagOf(field string) string {
+	if f, ok := optionFlags[field]; ok {
+		return "--" + f
+	}
+	var b strings.Builder
+	r := []rune(field)
+	for i, c := range r {
+		upper := unicode.IsUpper(c)
+		if i > 0 && upper && (!unicode.IsUpper(r[i-1]) || (i+1 < len(r) && unicode.IsLower(r[i+1]))) {
+			b.WriteByte('-')
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return "--" + b.String()
 }
 
 // commandScoped flags bind CHARTPIN_<COMMAND>_<FLAG>: a CI variable as

@@ -54,3 +54,32 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		}
 	}
 }
+
+// Every options field a library names in an error maps to a flag that exists.
+func TestFlagOfOptionFields(t *testing.T) {
+	defined := map[string]bool{}
+	app := newApp()
+	for _, f := range app.Flags {
+		defined["--"+f.Names()[0]] = true
+	}
+	for _, c := range app.Commands {
+		for _, f := range c.Flags {
+			defined["--"+f.Names()[0]] = true
+		}
+	}
+	for field, want := range map[string]string{
+		"PrereleaseIndex": "--prerelease-index", "PrereleaseBaseURL": "--prerelease-base-url", "BaseURL": "--base-url",
+		"OCI": "--oci", "IndexDir": "--index-dir", "PagesBranch": "--pages-branch", "AppVersion": "--app-version",
+		"RepoURL": "--repo", "MinAge": "--min-age", "API": "--github-api", "SignKey": "--key", "WriteDigests": "--write-digests",
+		"InsecureRegistries": "--insecure-registry", "AllowPrerelease": "--allow-prerelease", "Keyring": "--keyring",
+	} {
+		if got := flagOf(field); got != want || !defined[got] {
+			t.Errorf("flagOf(%s) = %s (defined %v), want %s", field, got, defined[got], want)
+		}
+	}
+	for field := range optionFlags {
+		if !defined[flagOf(field)] {
+			t.Errorf("optionFlags[%s] = %s: no such flag", field, flagOf(field))
+		}
+	}
+}

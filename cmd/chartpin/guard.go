@@ -36,7 +36,7 @@ func runGuard(c *cli.Context) error {
 		return err
 	}
 	if oci := c.String("oci"); oci != "" {
-		if err := publish.CheckOCI("--oci", oci); err != nil {
+		if err := publish.CheckOCI(oci); err != nil {
 			return err
 		}
 	}

@@ -148,6 +148,10 @@ func mdTable(w io.Writer, header []string, rows [][]string) error {
 	return err
 }
 
+// message is err as the command line says it: the options a library names
+// by field appear as the flags that set them.
+func message(err error) string { return failure.Render(err, flagOf) }
+
 // errorJSON is the error object of a failed run's JSON document.
 type errorJSON struct {
 	Message string `json:"message"`
@@ -193,7 +197,7 @@ func writeDocument(w io.Writer, doc any, dryRun bool, runErr error) error {
 	}
 	if runErr != nil {
 		b.Reset()
-		if err := enc.Encode(errorJSON{Message: runErr.Error(), Class: errorClass(runErr), ExitCode: failure.Code(runErr)}); err != nil {
+		if err := enc.Encode(errorJSON{Message: message(runErr), Class: errorClass(runErr), ExitCode: failure.Code(runErr)}); err != nil {
 			return err
 		}
 		extra = append(extra, `"error":`+strings.TrimSpace(b.String()))
@@ -264,7 +268,7 @@ func runApp(ctx context.Context, app *cli.App, args []string, stdout, stderr io.
 		}
 	}
 	if err != nil {
-		msg := err.Error()
+		msg := message(err)
 		if os.Getenv("GITHUB_ACTIONS") == "true" {
 			// An error can quote repository values: keep them from starting workflow commands.
 			msg = ghactions.EscapeData(msg)

@@ -16,6 +16,8 @@ import (
 )
 
 func publishCommand() *cli.Command {
+	// Flags that are options fields bind straight into o.
+	var o publish.Options
 	return &cli.Command{
 		Name:      "publish",
 		Usage:     "package a chart; add it to an index.yaml and/or push it to OCI; never overwrite a published version",
@@ -24,15 +26,15 @@ func publishCommand() *cli.Command {
 			"(exit 1). Prereleases never enter the stable index: give them --prerelease-index. The index\n" +
 			"is re-read and checked after every write.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "index-dir", Usage: "Helm repository `DIR` (index.yaml and tarballs)"},
-			&cli.StringFlag{Name: "pages-branch", Usage: "Helm repository on git `BRANCH` (e.g. gh-pages) of --remote, pushed with GITHUB_TOKEN"},
+			&cli.StringFlag{Name: "index-dir", Destination: &o.IndexDir, Usage: "Helm repository `DIR` (index.yaml and tarballs)"},
+			&cli.StringFlag{Name: "pages-branch", Destination: &o.PagesBranch, Usage: "Helm repository on git `BRANCH` (e.g. gh-pages) of --remote, pushed with GITHUB_TOKEN"},
 			&cli.StringFlag{Name: "remote", Value: "origin", Usage: "git `REMOTE` holding --pages-branch"},
-			&cli.StringFlag{Name: "base-url", Usage: "`URL` the index's tarball URLs point to"},
-			&cli.StringFlag{Name: "oci", Usage: "OCI target `oci://HOST/PATH` (the chart lands at PATH/NAME:VERSION)"},
-			&cli.StringFlag{Name: "prerelease-index", Usage: "where prereleases go: a `DIR` (or a path inside --pages-branch), never the stable index's place"},
-			&cli.StringFlag{Name: "prerelease-base-url", Usage: "`URL` the prerelease index's tarball URLs point to (default: --base-url plus --prerelease-index's path below the stable root; required when it lies elsewhere)"},
-			&cli.StringFlag{Name: "version", Usage: "expected chart `VERSION`; refused unless Chart.yaml says the same"},
-			&cli.StringFlag{Name: "app-version", Usage: "expected `APPVERSION`; refused unless Chart.yaml says the same"},
+			&cli.StringFlag{Name: "base-url", Destination: &o.BaseURL, Usage: "`URL` the index's tarball URLs point to"},
+			&cli.StringFlag{Name: "oci", Destination: &o.OCI, Usage: "OCI target `oci://HOST/PATH` (the chart lands at PATH/NAME:VERSION)"},
+			&cli.StringFlag{Name: "prerelease-index", Destination: &o.PrereleaseIndex, Usage: "where prereleases go: a `DIR` (or a path inside --pages-branch), never the stable index's place"},
+			&cli.StringFlag{Name: "prerelease-base-url", Destination: &o.PrereleaseBaseURL, Usage: "`URL` the prerelease index's tarball URLs point to (default: --base-url plus --prerelease-index's path below the stable root; required when it lies elsewhere)"},
+			&cli.StringFlag{Name: "version", Destination: &o.Version, Usage: "expected chart `VERSION`; refused unless Chart.yaml says the same"},
+			&cli.StringFlag{Name: "app-version", Destination: &o.AppVersion, Usage: "expected `APPVERSION`; refused unless Chart.yaml says the same"},
 			&cli.BoolFlag{Name: "sign", Usage: "write a provenance file (.prov) signed with --key"},
 			&cli.StringFlag{Name: "key", Usage: "signing key `NAME` in --keyring"},
 			&cli.StringFlag{Name: "keyring", Usage: "secret keyring `FILE` (default ~/.gnupg/secring.gpg)"},
@@ -41,11 +43,11 @@ func publishCommand() *cli.Command {
 			&cli.StringFlag{Name: "undeprecate", Usage: "instead of publishing, withdraw the deprecation of `VERSION`"},
 			outputFlag(),
 		},
-		Action: runPublish,
+		Action: func(c *cli.Context) error { return runPublish(c, o) },
 	}
 }
 
-func runPublish(c *cli.Context) error {
+func runPublish(c *cli.Context, o publish.Options) error {
 	if c.NArg() != 1 {
 		return usage("publish takes exactly one CHART_DIR, got %d", c.NArg())
 	}
@@ -54,13 +56,7 @@ func runPublish(c *cli.Context) error {
 	}
 	dir := c.Args().First()
 	log := logger(c)
-	o := publish.Options{
-		Version: c.String("version"), AppVersion: c.String("app-version"),
-		IndexDir: c.String("index-dir"), PagesBranch: c.String("pages-branch"),
-		BaseURL: c.String("base-url"), PrereleaseIndex: c.String("prerelease-index"), PrereleaseBaseURL: c.String("prerelease-base-url"),
-		OCI: c.String("oci"), PlainHTTP: c.StringSlice("insecure-registry"),
-		Timeout: c.Duration("timeout"), Logger: log,
-	}
+	o.PlainHTTP, o.Timeout, o.Logger = c.StringSlice("insecure-registry"), c.Duration("timeout"), log
 	if auth := os.Getenv("CHARTPIN_REGISTRY_AUTH"); auth != "" {
 		host, user, pass, err := resolver.ParseRegistryAuth(auth)
 		if err != nil {
@@ -96,6 +92,9 @@ func runPublish(c *cli.Context) error {
 	defer cancel()
 	if c.IsSet("deprecate") || c.IsSet("undeprecate") {
 		return runDeprecate(c, ctx, dir, o)
+	}
+	if err := o.Validate(); err != nil {
+		return err
 	}
 	res, err := publish.Publish(ctx, dir, o)
 	if err != nil {
