@@ -76,8 +76,10 @@ release-prep: dist
 kube-apiserver:
 	@hack/kube-apiserver/build.sh
 
-# Fleet simulation: 1000 edges (fake clientsets) ticking through the real
-# reconcile against Debian's docker-registry behind a rate-limiting proxy, with
-# and without a pull-through mirror and spread ticks. About 5 minutes.
+# Fleet simulation: 1000 edges (fake clientsets, each its own client address)
+# ticking through the real reconcile against Debian's docker-registry behind a
+# per-client rate limit, with and without a pull-through mirror (with a tag
+# cache TTL) and spread ticks. About 5 minutes; CHARTPIN_FLEET_EDGES=50 for a
+# quick look.
 fleet:
 	CHARTPIN_FLEET=1 $(GO) test -run '^$$' -bench Fleet -benchtime 1x -timeout 30m -v ./reconcile/

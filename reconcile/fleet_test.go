@@ -9,6 +9,9 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -29,11 +32,14 @@ import (
 // BenchmarkFleet simulates a fleet of edges, each a fake clientset holding
 // the example chart's workloads, ticking through the real reconcile code
 // against one Debian docker-registry on loopback behind a proxy that rate
-// limits per client (the fleet shares one egress address, as edges behind one
-// NAT or one pull account do) and answers 429 with Retry-After. Time is
-// compressed: one schedule period (15 minutes) lasts CHARTPIN_FLEET_PERIOD of
-// real time. It runs only with CHARTPIN_FLEET=1 (make fleet); its figures are
-// reported as benchmark metrics.
+// limits per client address and answers 429 with Retry-After. Each edge is
+// its own client: its connections leave from its own loopback address
+// (127.0.x.y), as edges on their own sites do. The mirror is docker-registry's
+// pull-through mode behind a tag cache with a TTL (a remote repository's
+// metadata cache, as in Artifactory or Nexus): docker-registry alone asks
+// upstream for every tag lookup. Time is compressed: one schedule period (15
+// minutes) lasts CHARTPIN_FLEET_PERIOD of real time. It runs only with
+// CHARTPIN_FLEET=1 (make fleet); its figures are reported as benchmark metrics.
 func BenchmarkFleet(b *testing.B) {
 	if os.Getenv("CHARTPIN_FLEET") != "1" {
 		b.Skip("fleet simulation: run with CHARTPIN_FLEET=1 (make fleet)")
@@ -46,6 +52,18 @@ func BenchmarkFleet(b *testing.B) {
 	}
 	cfg.scale = (15 * time.Minute).Seconds() / cfg.period.Seconds()
 	cfg.window = time.Duration(float64(cfg.period) * 10 / 15) // the chart's default: 10m of a 15m schedule
+	// The mirror's tag TTL: at least the window, so a tick's lookups reach
+	// upstream once per image; under the period, so a tag move is seen by
+	// every edge within two periods (TTL + one period).
+	// CHARTPIN_FLEET_TAG_TTL=0s measures docker-registry's proxy mode alone.
+	cfg.tagTTL = cfg.window
+	if v, ok := os.LookupEnv("CHARTPIN_FLEET_TAG_TTL"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("CHARTPIN_FLEET_TAG_TTL: %v", err)
+		}
+		cfg.tagTTL = d
+	}
 	b.Run("one-tick-memory", func(b *testing.B) { fleetTickMemory(b, cfg) })
 	for _, mirror := range []bool{false, true} {
 		for _, spread := range []bool{false, true} {
@@ -59,6 +77,7 @@ func BenchmarkFleet(b *testing.B) {
 type fleetConfig struct {
 	edges          int
 	period, window time.Duration // real time
+	tagTTL         time.Duration // real time; the mirror's tag cache
 	scale          float64       // simulated seconds per real second
 	limit          int           // requests per simulated minute per client
 }
@@ -89,6 +108,7 @@ type rateLimit struct {
 	perClient map[string]int
 	perSecond map[int64]int
 	total     int
+	tags      int // manifest requests by tag
 	tooMany   int
 }
 
@@ -106,6 +126,9 @@ func (l *rateLimit) fault(_ int, req *http.Request) registrytest.Fault {
 		l.winStart, l.perClient = now, map[string]int{}
 	}
 	l.total++
+	if _, ref, ok := strings.Cut(req.URL.Path, "/manifests/"); ok && !strings.HasPrefix(ref, "sha256:") {
+		l.tags++
+	}
 	l.perSecond[int64(now.Sub(l.start).Seconds()*l.cfg.scale)]++
 	client, _, _ := net.SplitHostPort(req.RemoteAddr)
 	l.perClient[client]++
@@ -119,15 +142,82 @@ func (l *rateLimit) fault(_ int, req *http.Request) registrytest.Fault {
 }
 
 // take returns and resets the counts since the last call.
-func (l *rateLimit) take() (total, tooMany, peak int) {
+func (l *rateLimit) take() (total, tags, tooMany, peak int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, n := range l.perSecond {
 		peak = max(peak, n)
 	}
-	total, tooMany = l.total, l.tooMany
-	l.total, l.tooMany, l.perSecond = 0, 0, map[int64]int{}
-	return total, tooMany, peak
+	total, tags, tooMany = l.total, l.tags, l.tooMany
+	l.total, l.tags, l.tooMany, l.perSecond = 0, 0, 0, map[int64]int{}
+	return total, tags, tooMany, peak
+}
+
+// edgeTransport is edge i's own HTTP client: its connections leave from
+// 127.0.x.y (Linux routes all of 127/8 to loopback), so a per-address limit
+// sees each edge as itself.
+func edgeTransport(i int) *http.Transport {
+	ip := net.IPv4(127, 0, byte(1+i/250), byte(1+i%250))
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: 10 * time.Second}
+	return &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
+}
+
+// tagCache fronts a mirror and keeps each manifest-by-tag answer for ttl, as
+// a remote repository's metadata cache does; everything else (digests,
+// blobs) goes to the mirror, which stores content once.
+type tagCache struct {
+	mu      sync.Mutex
+	ttl     time.Duration
+	entries map[string]tagEntry
+	next    http.Handler
+	misses  int
+}
+
+type tagEntry struct {
+	at     time.Time
+	status int
+	header http.Header
+	body   []byte
+}
+
+func newTagCache(t testing.TB, mirror string, ttl time.Duration) *httptest.Server {
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: mirror})
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	rp.Transport = tr
+	c := &tagCache{ttl: ttl, entries: map[string]tagEntry{}, next: rp}
+	srv := httptest.NewServer(c)
+	t.Cleanup(func() { srv.Close(); tr.CloseIdleConnections() })
+	return srv
+}
+
+func (c *tagCache) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	_, ref, ok := strings.Cut(req.URL.Path, "/manifests/")
+	if !ok || strings.HasPrefix(ref, "sha256:") || (req.Method != http.MethodGet && req.Method != http.MethodHead) {
+		c.next.ServeHTTP(w, req)
+		return
+	}
+	// One lookup per tag at a time: concurrent edges wait for it.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, hit := c.entries[req.URL.Path]
+	if !hit || time.Since(e.at) >= c.ttl {
+		c.misses++
+		get := httptest.NewRecorder()
+		up := req.Clone(req.Context())
+		up.Method = http.MethodGet
+		c.next.ServeHTTP(get, up)
+		e = tagEntry{at: time.Now(), status: get.Code, header: get.Header().Clone(), body: get.Body.Bytes()}
+		if e.status == http.StatusOK {
+			c.entries[req.URL.Path] = e
+		}
+	}
+	for k, vs := range e.header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(e.status)
+	if req.Method == http.MethodGet {
+		_, _ = w.Write(e.body)
+	}
 }
 
 // fleetTargets is the example chart's targets file with its images on host.
@@ -197,6 +287,9 @@ func (e *env) converged(latest map[string]string) bool {
 }
 
 func fleetTick(ctx context.Context, e *env, f *File, host string, rt http.RoundTripper, delay time.Duration) error {
+	if tr, ok := rt.(*http.Transport); ok {
+		defer tr.CloseIdleConnections() // the tick's process exits
+	}
 	res, err := resolver.New(resolver.WithInsecureRegistries(host), resolver.WithTransport(rt))
 	if err != nil {
 		return err
@@ -229,19 +322,26 @@ func runFleet(b *testing.B, cfg fleetConfig, mirror, spread bool) {
 	if mirror {
 		m := registrytest.StartDistribution(b, registrytest.DistributionOptions{ProxyRemoteURL: "http://" + proxy.Host})
 		host = m.Host
+		if cfg.tagTTL > 0 {
+			host = strings.TrimPrefix(newTagCache(b, m.Host, cfg.tagTTL).URL, "http://")
+		}
 	}
 	f := fleetTargets(b, host)
 	edges := make([]*env, cfg.edges)
 	for i := range edges {
 		edges[i] = newEdge(b, host, old)
 	}
+	if mirror {
+		// The worst case for a mirror: it looked the tags up just before they moved.
+		if err := fleetTick(context.Background(), newEdge(b, host, old), f, host, edgeTransport(cfg.edges), 0); err != nil {
+			b.Fatal(err)
+		}
+	}
 	// The tags move: every edge has three images to re-pin.
 	latest := map[string]string{}
 	for _, repo := range fleetRepos {
 		latest[repo] = up.PushIndex(b, repo, "dev", "linux/amd64", "linux/arm64")
 	}
-	rt := &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}
-	defer rt.CloseIdleConnections()
 	lim.take()
 	b.ResetTimer()
 	for period := 1; period <= 2; period++ {
@@ -260,7 +360,7 @@ func runFleet(b *testing.B, cfg fleetConfig, mirror, spread bool) {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), cfg.period-time.Second)
 				defer cancel()
-				if err := fleetTick(ctx, e, f, host, rt, delay); err != nil {
+				if err := fleetTick(ctx, e, f, host, edgeTransport(i), delay); err != nil {
 					failed.Add(1)
 					msg := err.Error()
 					if i := strings.Index(msg, "; nothing was changed"); i > 0 {
@@ -275,7 +375,7 @@ func runFleet(b *testing.B, cfg fleetConfig, mirror, spread bool) {
 		wg.Wait()
 		took := time.Since(start)
 		time.Sleep(cfg.period - took) // the next tick starts at the next period
-		total, tooMany, peak := lim.take()
+		total, tags, tooMany, peak := lim.take()
 		converged := 0
 		for _, e := range edges {
 			if e.converged(latest) {
@@ -283,6 +383,7 @@ func runFleet(b *testing.B, cfg fleetConfig, mirror, spread bool) {
 			}
 		}
 		b.ReportMetric(float64(total), fmt.Sprintf("upstream-req/tick%d", period))
+		b.ReportMetric(float64(tags), fmt.Sprintf("upstream-tag-lookups/tick%d", period))
 		b.ReportMetric(float64(peak), fmt.Sprintf("peak-req/s-tick%d", period))
 		b.ReportMetric(float64(tooMany), fmt.Sprintf("429s-tick%d", period))
 		b.ReportMetric(float64(converged), fmt.Sprintf("converged-after-%d", period))
@@ -290,10 +391,13 @@ func runFleet(b *testing.B, cfg fleetConfig, mirror, spread bool) {
 		for msg, n := range errs {
 			b.Logf("period %d: %d ticks failed with: %.400s", period, n, msg)
 		}
-		b.Logf("period %d: %d edges, upstream requests %d (peak %d/s simulated), 429s %d, failed ticks %d, converged %d; ticks took %s real",
-			period, cfg.edges, total, peak, tooMany, failed.Load(), converged, took.Round(time.Millisecond))
+		b.Logf("period %d: %d edges, upstream requests %d (tag lookups %d, peak %d/s simulated), 429s %d, failed ticks %d, converged %d; ticks took %s real",
+			period, cfg.edges, total, tags, peak, tooMany, failed.Load(), converged, took.Round(time.Millisecond))
 	}
 	b.Logf("proxy saw %d HEAD, %d GET in all", proxy.Count("HEAD"), proxy.Count("GET"))
+	if os.Getenv("CHARTPIN_FLEET_DEBUG") != "" {
+		b.Logf("%v", proxy.Requests())
+	}
 }
 
 // fleetTickMemory is the peak Go heap of one edge's tick that re-images all

@@ -48,6 +48,11 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	p := &Proxy{}
 	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: target})
 	rp.ErrorLog = nil
+	// Keep connections to the registry: the default two idle ones per host
+	// make a burst of clients churn through loopback ports.
+	tr := &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}
+	rp.Transport = tr
+	t.Cleanup(tr.CloseIdleConnections)
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		p.record(req)
 		p.mu.Lock()
