@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/chartpin/chartpin/deprecation"
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/redact"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -76,7 +77,7 @@ func ordered(versions []string, allowPrerelease bool) ([]*semver.Version, error)
 	}
 	if len(out) == 0 {
 		if prereleases > 0 {
-			return nil, fmt.Errorf("no stable version among %d versions (%d prereleases ignored; --allow-prerelease takes them)", len(versions), prereleases)
+			return nil, failure.Optionf("no stable version among %d versions (%d prereleases ignored; {{AllowPrerelease}} takes them)", len(versions), prereleases)
 		}
 		return nil, fmt.Errorf("no semantic version among %d versions", len(versions))
 	}
@@ -133,10 +134,10 @@ func (s *indexSource) versions(ctx context.Context, opts Options) ([]string, err
 	}
 	idx := &repo.IndexFile{}
 	if err := yaml.Unmarshal(data, idx); err != nil {
-		return nil, fmt.Errorf("parsing repository index %s: %w; is --repo the directory that holds index.yaml?", s.shown, err)
+		return nil, failure.Optionf("parsing repository index %s: %w; is {{RepoURL}} the directory that holds index.yaml?", s.shown, err)
 	}
 	if idx.APIVersion == "" {
-		return nil, fmt.Errorf("parsing repository index %s: no apiVersion: is --repo the directory that holds index.yaml?", s.shown)
+		return nil, failure.Optionf("parsing repository index %s: no apiVersion: is {{RepoURL}} the directory that holds index.yaml?", s.shown)
 	}
 	s.index = idx
 	var versions []string
@@ -147,7 +148,7 @@ func (s *indexSource) versions(ctx context.Context, opts Options) ([]string, err
 		versions = append(versions, cv.Version)
 	}
 	if len(versions) == 0 {
-		return nil, fmt.Errorf("repository index %s has no chart %q: check --chart", s.shown, opts.Chart)
+		return nil, failure.Optionf("repository index %s has no chart %q: check {{Chart}}", s.shown, opts.Chart)
 	}
 	return versions, nil
 }
@@ -281,7 +282,7 @@ func (s *ociSource) versions(ctx context.Context, opts Options) ([]string, error
 		return nil, fmt.Errorf("listing tags of %s: %w", s, s.authHint(timeoutHint(ctx, opts, err)))
 	}
 	if len(tags) == 0 {
-		return nil, fmt.Errorf("%s has no version tags: check --oci and --chart", s)
+		return nil, failure.Optionf("%s has no version tags: check {{OCI}} and {{Chart}}", s)
 	}
 	return tags, nil
 }

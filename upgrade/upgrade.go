@@ -83,7 +83,7 @@ type Options struct {
 	// host (HTTPS only), registry auth for OCI. Default authn.DefaultKeychain
 	// (DOCKER_CONFIG, where the chart mounts registryAuth.secret).
 	Keychain authn.Keychain
-	Logger     *slog.Logger // discard by default
+	Logger   *slog.Logger // discard by default
 }
 
 // Result is what one tick found and did.
@@ -157,28 +157,30 @@ func withDefaults(opts Options) Options {
 
 // Validate reports missing or conflicting options as an input error (exit 2).
 func (opts Options) Validate() error {
-	var problems []string
+	var problems []string // formats naming option fields, for failure.Optionf
+	var args []any
+	problem := func(format string, a ...any) { problems, args = append(problems, format), append(args, a...) }
 	if opts.Release == "" {
-		problems = append(problems, "--release is required")
+		problem("{{Release}} is required")
 	}
 	if opts.Chart == "" {
-		problems = append(problems, "--chart is required")
+		problem("{{Chart}} is required")
 	}
 	switch {
 	case opts.RepoURL == "" && opts.OCI == "":
-		problems = append(problems, "one of --repo URL or --oci oci://HOST/PATH is required")
+		problem("one of {{RepoURL}} URL or {{OCI}} oci://HOST/PATH is required")
 	case opts.RepoURL != "" && opts.OCI != "":
-		problems = append(problems, "--repo and --oci are exclusive: pick the one the chart is published to")
+		problem("{{RepoURL}} and {{OCI}} are exclusive: pick the one the chart is published to")
 	case opts.RepoURL != "" && !strings.HasPrefix(opts.RepoURL, "http://") && !strings.HasPrefix(opts.RepoURL, "https://"):
-		problems = append(problems, fmt.Sprintf("--repo %q: want an http(s) URL of a directory holding index.yaml", redact.URL(opts.RepoURL)))
+		problem("{{RepoURL}} %q: want an http(s) URL of a directory holding index.yaml", redact.URL(opts.RepoURL))
 	case opts.OCI != "" && !strings.HasPrefix(opts.OCI, "oci://"):
-		problems = append(problems, fmt.Sprintf("--oci %q: want oci://HOST/PATH", opts.OCI))
+		problem("{{OCI}} %q: want oci://HOST/PATH", opts.OCI)
 	}
 	if opts.MinAge < 0 {
-		problems = append(problems, fmt.Sprintf("--min-age %s: want a duration of zero or more, e.g. 24h", opts.MinAge))
+		problem("{{MinAge}} %s: want a duration of zero or more, e.g. 24h", opts.MinAge)
 	}
 	if len(problems) > 0 {
-		return failure.Input(fmt.Errorf("upgrade: %s", strings.Join(problems, "; ")))
+		return failure.Input(failure.Optionf("upgrade: "+strings.Join(problems, "; "), args...))
 	}
 	return nil
 }
@@ -201,7 +203,7 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 		// A second of tolerance covers the caller's setup between creating
 		// the deadline from MinDeadline and calling Run.
 		if left, need := time.Until(dl), MinDeadline(opts); left+time.Second < need {
-			return res, failure.Input(fmt.Errorf("upgrade %s: the command deadline (%s left) undercuts the %s the upgrade may need (3 × --timeout %s for rollback, upgrade and atomic rollback, plus requests): raise the global --timeout to at least %s or lower the upgrade --timeout",
+			return res, failure.Input(failure.Optionf("upgrade %s: the command deadline (%s left) undercuts the %s the upgrade may need (3 × {{Timeout}} %s for rollback, upgrade and atomic rollback, plus requests): raise the command deadline to at least %s or lower {{Timeout}}",
 				opts.Release, left.Round(time.Second), need, opts.Timeout, need))
 		}
 	}
@@ -213,14 +215,14 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 	history, err := cfg.Releases.History(opts.Release)
 	if err != nil || len(history) == 0 {
 		if err == nil || errors.Is(err, driver.ErrReleaseNotFound) {
-			return res, fmt.Errorf("upgrade: release %q not found in namespace %q: install it first (helm install), or check --release and --namespace", opts.Release, opts.Namespace)
+			return res, failure.Optionf("upgrade: release %q not found in namespace %q: install it first (helm install), or check {{Release}} and {{Namespace}}", opts.Release, opts.Namespace)
 		}
 		return res, fmt.Errorf("upgrade %s: reading release history in namespace %q: %w; is the cluster reachable with this kubeconfig or in-cluster service account, and may it read secrets there?", opts.Release, opts.Namespace, err)
 	}
 	releaseutil.SortByRevision(history)
 	last := history[len(history)-1]
 	if opts.Namespace != "" && last.Namespace != opts.Namespace {
-		return res, failure.Input(fmt.Errorf("upgrade %s: the release store holds it in namespace %q, not %q: check --namespace", opts.Release, last.Namespace, opts.Namespace))
+		return res, failure.Input(failure.Optionf("upgrade %s: the release store holds it in namespace %q, not %q: check {{Namespace}}", opts.Release, last.Namespace, opts.Namespace))
 	}
 	res.Revision = last.Version
 

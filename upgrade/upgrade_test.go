@@ -301,7 +301,7 @@ func TestPrereleases(t *testing.T) {
 		install(t, cfg, demoChart("1.9.62", oldPin, false), nil)
 		srv := serveRepo(t, demoChart("1.9.63-rc.1", newPin, false))
 		_, err := Run(context.Background(), cfg, options(t, srv.URL))
-		if err == nil || failure.Code(err) != 1 || !strings.Contains(err.Error(), "--allow-prerelease") {
+		if err == nil || failure.Code(err) != 1 || !strings.Contains(err.Error(), "AllowPrerelease takes them") {
 			t.Fatalf("err = %v, want exit 1 pointing at --allow-prerelease", err)
 		}
 	})

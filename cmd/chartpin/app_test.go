@@ -3,8 +3,10 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chartpin/chartpin/internal/registrytest"
+	"github.com/chartpin/chartpin/upgrade"
 )
 
 // Every flag binds to CHARTPIN_<FLAG>; a command flag that shadows a global
@@ -80,6 +82,26 @@ func TestFlagOfOptionFields(t *testing.T) {
 	for field := range optionFlags {
 		if !defined[flagOf(field)] {
 			t.Errorf("optionFlags[%s] = %s: no such flag", field, flagOf(field))
+		}
+	}
+}
+
+// A library names options by field; the command line says the flag.
+func TestOptionErrorsNameFlags(t *testing.T) {
+	lib := upgrade.Options{MinAge: -time.Hour}.Validate()
+	if lib == nil || strings.Contains(lib.Error(), "--") || !strings.Contains(lib.Error(), "MinAge -1h0m0s") {
+		t.Errorf("library error %v: want option fields, no flags", lib)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"upgrade", "--min-age", "-1h"}, "upgrade: --release is required; --chart is required; one of --repo URL or --oci oci://HOST/PATH is required; --min-age -1h0m0s: want"},
+		{[]string{"publish", "--index-dir", "site", "--prerelease-base-url", "https://x.example/pre", "."}, "--prerelease-base-url without --prerelease-index"},
+	} {
+		_, errOut, code := runCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
 		}
 	}
 }

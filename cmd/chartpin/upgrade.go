@@ -15,6 +15,8 @@ import (
 )
 
 func upgradeCommand() *cli.Command {
+	// Flags that are options fields bind straight into o.
+	var o upgrade.Options
 	return &cli.Command{
 		Name:  "upgrade",
 		Usage: "one auto-upgrade tick: move an installed release to the newest stable chart version that is not deprecated",
@@ -28,24 +30,24 @@ func upgradeCommand() *cli.Command {
 			"or CHARTPIN_REGISTRY_AUTH, per host: basic auth to an https index host only, registry auth for OCI.\n" +
 			"The command deadline (global --timeout) is extended when it would undercut the upgrade.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "release", Usage: "installed release `NAME`"},
+			&cli.StringFlag{Name: "release", Destination: &o.Release, Usage: "installed release `NAME`"},
 			&cli.StringFlag{Name: "namespace", Usage: "release `NAMESPACE` (default: the kubeconfig's, or the pod's in-cluster)"},
-			&cli.StringFlag{Name: "repo", Usage: "chart repository `URL` holding index.yaml"},
-			&cli.StringFlag{Name: "oci", Usage: "OCI chart location `oci://HOST/PATH` (the chart is HOST/PATH/CHART)"},
-			&cli.StringFlag{Name: "chart", Usage: "chart `NAME` in the repository"},
-			&cli.DurationFlag{Name: "timeout", Value: upgrade.DefaultTimeout, Usage: "Helm's wait for the rollback and the upgrade (as helm upgrade --timeout)"},
-			&cli.DurationFlag{Name: "request-timeout", Value: upgrade.DefaultRequestTimeout, Usage: "bound on each repository and Kubernetes API request"},
-			&cli.BoolFlag{Name: "allow-prerelease", Usage: "consider prerelease versions (1.2.0-rc.1)"},
-			&cli.DurationFlag{Name: "min-age", Usage: "take only versions published at least `DURATION` ago (a soak, e.g. 24h); a younger one is reported, not an error"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "decide and render, change nothing"},
+			&cli.StringFlag{Name: "repo", Destination: &o.RepoURL, Usage: "chart repository `URL` holding index.yaml"},
+			&cli.StringFlag{Name: "oci", Destination: &o.OCI, Usage: "OCI chart location `oci://HOST/PATH` (the chart is HOST/PATH/CHART)"},
+			&cli.StringFlag{Name: "chart", Destination: &o.Chart, Usage: "chart `NAME` in the repository"},
+			&cli.DurationFlag{Name: "timeout", Destination: &o.Timeout, Value: upgrade.DefaultTimeout, Usage: "Helm's wait for the rollback and the upgrade (as helm upgrade --timeout)"},
+			&cli.DurationFlag{Name: "request-timeout", Destination: &o.RequestTimeout, Value: upgrade.DefaultRequestTimeout, Usage: "bound on each repository and Kubernetes API request"},
+			&cli.BoolFlag{Name: "allow-prerelease", Destination: &o.AllowPrerelease, Usage: "consider prerelease versions (1.2.0-rc.1)"},
+			&cli.DurationFlag{Name: "min-age", Destination: &o.MinAge, Usage: "take only versions published at least `DURATION` ago (a soak, e.g. 24h); a younger one is reported, not an error"},
+			&cli.BoolFlag{Name: "dry-run", Destination: &o.DryRun, Usage: "decide and render, change nothing"},
 			&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `FILE` (default: in-cluster config, or KUBECONFIG)"},
 			outputFlag(),
 		},
-		Action: runUpgrade,
+		Action: func(c *cli.Context) error { return runUpgrade(c, o) },
 	}
 }
 
-func runUpgrade(c *cli.Context) error {
+func runUpgrade(c *cli.Context, opts upgrade.Options) error {
 	if c.NArg() > 0 {
 		return usage("upgrade takes no arguments, got %q", c.Args().Slice())
 	}
@@ -57,20 +59,7 @@ func runUpgrade(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := upgrade.Options{
-		Release:         c.String("release"),
-		Chart:           c.String("chart"),
-		RepoURL:         c.String("repo"),
-		OCI:             c.String("oci"),
-		Timeout:         c.Duration("timeout"),
-		RequestTimeout:  c.Duration("request-timeout"),
-		AllowPrerelease: c.Bool("allow-prerelease"),
-		MinAge:          c.Duration("min-age"),
-		DryRun:          c.Bool("dry-run"),
-		PlainHTTP:       insecureOCI(c, c.String("oci")),
-		Keychain:        kc,
-		Logger:          log,
-	}
+	opts.PlainHTTP, opts.Keychain, opts.Logger = insecureOCI(c, opts.OCI), kc, log
 
 	if err := opts.Validate(); err != nil {
 		return err
