@@ -163,10 +163,10 @@ func NewGitHub(owner, repo, token string, opts ...Option) (*GitHub, error) {
 	}
 	base, err := url.Parse(strings.TrimRight(o.api, "/") + "/")
 	if err != nil || (base.Scheme != "https" && base.Scheme != "http") {
-		return nil, failure.Input(fmt.Errorf("--github-api %q: want an http(s) URL such as https://api.github.com", redact.URL(o.api)))
+		return nil, failure.Input(failure.Optionf("{{API}} %q: want an http(s) URL such as https://api.github.com", redact.URL(o.api)))
 	}
 	if !redact.Private(base.String()) {
-		return nil, failure.Input(fmt.Errorf("--github-api %s: plain HTTP to another machine would carry GITHUB_TOKEN in cleartext; use https://", redact.URL(o.api)))
+		return nil, failure.Input(failure.Optionf("{{API}} %s: plain HTTP to another machine would carry GITHUB_TOKEN in cleartext; use https://", redact.URL(o.api)))
 	}
 	hc := &http.Client{}
 	if o.http != nil {
@@ -190,7 +190,7 @@ func (g tokenGuard) RoundTrip(r *http.Request) (*http.Response, error) {
 		if r.Body != nil {
 			r.Body.Close()
 		}
-		return nil, fmt.Errorf("refusing to send GITHUB_TOKEN to %s: only the --github-api host %s, over HTTPS or on this machine", redact.URL(r.URL.String()), g.host)
+		return nil, failure.Optionf("refusing to send GITHUB_TOKEN to %s: only the {{API}} host %s, over HTTPS or on this machine", redact.URL(r.URL.String()), g.host)
 	}
 	next := g.next
 	if next == nil {
@@ -276,7 +276,7 @@ func (g *GitHub) wrap(what string, err error) error {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("%s in %s/%s: %w; GitHub did not answer in time, re-run (release is idempotent)", what, g.owner, g.repo, err)
 		}
-		return fmt.Errorf("%s in %s/%s: %w; check --github-api and the network, then re-run", what, g.owner, g.repo, err)
+		return failure.Optionf("%s in %s/%s: %w; check {{API}} and the network, then re-run", what, g.owner, g.repo, err)
 	}
 	detail := er.Message
 	for _, e := range er.Errors {
@@ -294,15 +294,15 @@ func (g *GitHub) wrap(what string, err error) error {
 	case code == http.StatusForbidden:
 		next = "the token lacks permission: the job needs pull-requests: write (and contents: write to push)"
 	case code == http.StatusNotFound:
-		next = "check --repo and that the token can see the repository"
+		next = "check {{Repo}} and that the token can see the repository"
 	case code == http.StatusUnprocessableEntity:
-		next = "GitHub rejected the request: check that --base exists and the branch was pushed"
+		next = "GitHub rejected the request: check that {{Base}} exists and the branch was pushed"
 	case code >= 500:
 		next = "GitHub had a server error: re-run (release is idempotent and completes the job)"
 	default:
 		next = "re-run after fixing the cause"
 	}
-	return fmt.Errorf("%s in %s/%s: GitHub answered %d %s; %s: %w", what, g.owner, g.repo, code, detail, next, ErrAPI)
+	return failure.Optionf("%s in %s/%s: GitHub answered %d %s; "+next+": %w", what, g.owner, g.repo, code, detail, ErrAPI)
 }
 
 // ErrAPI marks an error answer from the GitHub API.

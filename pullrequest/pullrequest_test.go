@@ -128,7 +128,7 @@ func TestAPIErrors(t *testing.T) {
 				f.FailNext("POST", `/pulls$`, 422, `{"message":"Validation Failed","errors":[{"resource":"PullRequest","code":"custom","message":"A pull request already exists for acme:chartpin/pins."}]}`)
 			},
 			seq:  []string{list, create},
-			want: []string{"opening a pull request chartpin/pins → main in acme/charts", "GitHub answered 422 Validation Failed: A pull request already exists for acme:chartpin/pins.", "check that --base exists"},
+			want: []string{"opening a pull request chartpin/pins → main in acme/charts", "GitHub answered 422 Validation Failed: A pull request already exists for acme:chartpin/pins.", "check that Base exists"},
 		},
 		{
 			name:  "401 bad token",
@@ -207,7 +207,7 @@ func TestNewGitHubRefusesBadInput(t *testing.T) {
 	for _, tc := range []struct{ owner, repo, token, api, want string }{
 		{"", "r", "t", "", "want OWNER/NAME"},
 		{"o", "r", "", "", "set GITHUB_TOKEN"},
-		{"o", "r", "t", "ftp://x", "--github-api"},
+		{"o", "r", "t", "ftp://x", "API \"ftp://x\": want an http(s) URL"},
 	} {
 		var opts []Option
 		if tc.api != "" {

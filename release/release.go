@@ -47,6 +47,16 @@ type Options struct {
 	// DryRun computes and shows the commit and pull request, writing nothing.
 	DryRun bool
 	Logger *slog.Logger
+	// Describe words an error a dry run notes instead of failing (default:
+	// its message; a command line names option fields by its flags).
+	Describe func(error) string
+}
+
+func describe(o Options, err error) string {
+	if o.Describe != nil {
+		return o.Describe(err)
+	}
+	return err.Error()
 }
 
 // Report is what a run did (or, dry, would do).
@@ -111,7 +121,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if !o.DryRun {
 			return rep, err
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("remote branch %s not looked up: %v", o.Branch, err))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("remote branch %s not looked up: %s", o.Branch, describe(o, err)))
 	}
 	head, err := o.Repo.Head()
 	if err != nil {
@@ -184,7 +194,7 @@ func dryRun(ctx context.Context, o Options, rep *Report, plan *pin.Result, head 
 		pr, err := o.PRs.FindOpen(ctx, o.Branch)
 		switch {
 		case err != nil:
-			rep.Notes = append(rep.Notes, fmt.Sprintf("open pull request not looked up: %v", err))
+			rep.Notes = append(rep.Notes, fmt.Sprintf("open pull request not looked up: %s", describe(o, err)))
 		case pr != nil:
 			rep.PR = &pullrequest.Outcome{Action: pullrequest.Updated, PR: *pr}
 		default:

@@ -106,7 +106,7 @@ func runRelease(c *cli.Context) error {
 	rep, err := release.Run(ctx, release.Options{
 		Pin:  pinOpts,
 		Repo: repo, PRs: prs, Branch: c.String("branch"), Base: c.String("base"),
-		Labels: c.StringSlice("label"), DryRun: dry, Logger: log,
+		Labels: c.StringSlice("label"), DryRun: dry, Logger: log, Describe: message,
 	})
 	if err != nil {
 		return err

@@ -162,6 +162,10 @@ func TestReleaseDryRunWithoutRemote(t *testing.T) {
 				t.Errorf("token %q: output lacks %q:\n%s", token, want, out)
 			}
 		}
+		// The pull request lookup failed: its note names the flag, not pullrequest's option field.
+		if token != "" && (!strings.Contains(out, "check --github-api and the network") || strings.Contains(out, "check API")) {
+			t.Errorf("token %q: the note does not name --github-api:\n%s", token, out)
+		}
 	}
 	stdout, errOut, code := runCLI(t, "release", "charts/app", "--digests", lock, "--dry-run", "-o", "json")
 	var doc struct {
