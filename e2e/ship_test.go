@@ -26,6 +26,7 @@ import (
 	"github.com/chartpin/chartpin/internal/dist"
 	"github.com/chartpin/chartpin/internal/gittest"
 	"github.com/chartpin/chartpin/internal/registrytest"
+	"github.com/chartpin/chartpin/internal/testenv"
 )
 
 const shipVersion = "v0.9.0"
@@ -350,7 +351,7 @@ type releaseServer struct {
 
 func newReleaseServer(t *testing.T, distDir string) *releaseServer {
 	t.Helper()
-	registrytest.RequireBinary(t, gittest.Backend, "git")
+	testenv.RequireBinary(t, gittest.Backend, "git")
 	s := &releaseServer{gitRoot: t.TempDir()}
 	git := &cgi.Handler{Path: gittest.Backend, Env: []string{"GIT_PROJECT_ROOT=" + s.gitRoot, "GIT_HTTP_EXPORT_ALL=1"}}
 	prefix := "/chartpin/chartpin/releases/download/" + shipVersion + "/"
@@ -511,11 +512,7 @@ func requireHelm(t *testing.T) string {
 			return p
 		}
 	}
-	msg := "INTEGRATION TEST NOT RUN: helm not found (go install helm.sh/helm/v3/cmd/helm@v3.22.0)"
-	if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
-		t.Fatal(msg + "; CHARTPIN_REQUIRE_INTEGRATION=1 forbids skipping")
-	}
-	t.Skip(msg)
+	testenv.Missing(t, "helm not found (go install helm.sh/helm/v3/cmd/helm@v3.22.0)")
 	return ""
 }
 

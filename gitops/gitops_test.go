@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -16,17 +15,6 @@ import (
 	"github.com/chartpin/chartpin/internal/gittest"
 	"github.com/go-git/go-git/v5/plumbing"
 )
-
-// need skips (or, in CI, fails) when an external program is missing.
-func need(t *testing.T, path string) {
-	t.Helper()
-	if _, err := exec.LookPath(path); err != nil {
-		if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
-			t.Fatalf("%s is required (CHARTPIN_REQUIRE_INTEGRATION=1): %v", path, err)
-		}
-		t.Skipf("SKIPPING: %s not installed (apt-get install git); this test needs a real git", path)
-	}
-}
 
 func run(t *testing.T, dir string, args ...string) string {
 	t.Helper()
@@ -46,7 +34,6 @@ func write(t *testing.T, path, data string) {
 // fixture makes a bare remote and a clone with a chart committed on main.
 func fixture(t *testing.T) (work, bare string) {
 	t.Helper()
-	need(t, "git")
 	root := t.TempDir()
 	bare = filepath.Join(root, "remote.git")
 	work = filepath.Join(root, "work")

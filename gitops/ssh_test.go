@@ -17,6 +17,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/chartpin/chartpin/internal/testenv"
 )
 
 // sshGit serves git over SSH on loopback: the SSH layer is
@@ -25,7 +27,7 @@ import (
 // counts sessions.
 func sshGit(t *testing.T, clientKey ssh.PublicKey) (addr string, hostKey ssh.PublicKey, sessions *atomic.Int64) {
 	t.Helper()
-	need(t, "git-receive-pack")
+	testenv.RequireBinary(t, "git-receive-pack", "git")
 	_, hostPriv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)

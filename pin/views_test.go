@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/internal/golden"
+	"github.com/chartpin/chartpin/internal/testenv"
 )
 
 // planCase plans testdata/<name> in a temporary copy (nothing applied).
@@ -40,13 +41,7 @@ func planCase(t *testing.T, name string, rewrite bool) (*Result, string) {
 
 // The unified diff is a real patch: git apply turns before into after.
 func TestDiffApplies(t *testing.T) {
-	git, err := exec.LookPath("git")
-	if err != nil {
-		if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal("git not found")
-		}
-		t.Skip("SKIPPED: git not found, cannot check that the diff applies")
-	}
+	git := testenv.RequireBinary(t, "git", "git")
 	for _, name := range []string{"quoting", "crlf-karpenter", "kube-prometheus-stack"} {
 		t.Run(name, func(t *testing.T) {
 			res, work := planCase(t, name, false)

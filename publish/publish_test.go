@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -26,6 +24,7 @@ import (
 	"helm.sh/helm/v3/pkg/repo"
 
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/registrytest"
 )
 
 var clock = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -457,63 +456,17 @@ func TestOCIInProcessRegistry(t *testing.T) {
 	}
 }
 
-// dockerRegistry starts Debian's docker-registry on a free loopback port with
-// htpasswd auth and returns its host and a docker config.json with the
-// credentials.
+// dockerRegistry starts Debian's docker-registry with htpasswd auth and
+// returns its host and a docker config.json with the credentials.
 func dockerRegistry(t *testing.T) (host, config string) {
 	t.Helper()
-	for _, bin := range []string{"docker-registry", "htpasswd"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
-				t.Fatalf("%s is required (CHARTPIN_REQUIRE_INTEGRATION=1): %v", bin, err)
-			}
-			t.Skipf("SKIPPING: %s not installed (apt-get install docker-registry apache2-utils)", bin)
-		}
-	}
-	dir := t.TempDir()
-	out, err := exec.Command("htpasswd", "-Bbn", "releaser", "pa55word").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "htpasswd"), out, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host = l.Addr().String()
-	l.Close()
-	cfg := fmt.Sprintf("version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s}}\nhttp: {addr: %s}\nauth: {htpasswd: {realm: basic-realm, path: %s}}\n",
-		filepath.Join(dir, "data"), host, filepath.Join(dir, "htpasswd"))
-	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("docker-registry", "serve", filepath.Join(dir, "config.yml"))
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + host + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("docker-registry did not start: %v\n%s", err, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	config = filepath.Join(dir, "config.json")
+	d := registrytest.StartDistribution(t, registrytest.DistributionOptions{Htpasswd: map[string]string{"releaser": "pa55word"}})
+	config = filepath.Join(t.TempDir(), "config.json")
 	auth := "cmVsZWFzZXI6cGE1NXdvcmQ=" // base64("releaser:pa55word")
-	if err := os.WriteFile(config, []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(`{"auths":{"`+d.Host+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return host, config
+	return d.Host, config
 }
 
 func TestOCIDockerRegistry(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/chartpin/chartpin/internal/registrytest"
+	"github.com/chartpin/chartpin/internal/testenv"
 	"github.com/chartpin/chartpin/resolver"
 )
 
@@ -44,7 +45,7 @@ func BenchmarkFleet(b *testing.B) {
 	if os.Getenv("CHARTPIN_FLEET") != "1" {
 		b.Skip("fleet simulation: run with CHARTPIN_FLEET=1 (make fleet)")
 	}
-	registrytest.RequireBinary(b, "docker-registry", "docker-registry")
+	testenv.RequireBinary(b, "docker-registry", "docker-registry")
 	cfg := fleetConfig{
 		edges:  envInt("CHARTPIN_FLEET_EDGES", 1000),
 		period: envDuration("CHARTPIN_FLEET_PERIOD", 30*time.Second),

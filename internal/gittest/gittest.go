@@ -15,7 +15,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/chartpin/chartpin/internal/registrytest"
+	"github.com/chartpin/chartpin/internal/testenv"
 )
 
 // Backend is where Debian's git package installs http-backend.
@@ -35,8 +35,8 @@ type Server struct {
 // when git is not installed.
 func NewHTTP(t testing.TB, root, token string) *Server {
 	t.Helper()
-	registrytest.RequireBinary(t, "git", "git")
-	registrytest.RequireBinary(t, Backend, "git")
+	testenv.RequireBinary(t, "git", "git")
+	testenv.RequireBinary(t, Backend, "git")
 	s := &Server{Root: root}
 	h := &cgi.Handler{Path: Backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +93,7 @@ func BasicAuth(token string) string {
 // git is not installed.
 func Git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	registrytest.RequireBinary(t, "git", "git")
+	testenv.RequireBinary(t, "git", "git")
 	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/chartpin/chartpin/internal/testcert"
+	"github.com/chartpin/chartpin/internal/testenv"
 )
 
 // Version is the kube-apiserver the harness expects (and build.sh builds).
@@ -117,10 +118,7 @@ func Require(t testing.TB) (apiserver, etcd string) {
 	a, errA := Binary()
 	e, errE := Etcd()
 	if err := errors.Join(errA, errE); err != nil {
-		if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
-			t.Fatalf("integration test needs a real API server: %v", err)
-		}
-		t.Skipf("SKIPPED: integration test against a real kube-apiserver: %v", err)
+		testenv.Missing(t, "a real kube-apiserver: "+err.Error())
 	}
 	return a, e
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 
 	"github.com/chartpin/chartpin/internal/testcert"
+	"github.com/chartpin/chartpin/internal/testenv"
 )
 
 // DistributionOptions configures StartDistribution.
@@ -48,31 +49,14 @@ type Distribution struct {
 // Log is what the registry printed so far.
 func (d *Distribution) Log() string { return d.log.String() }
 
-// RequireBinary returns the path of an executable, or skips the test loudly
-// when it is absent — unless CHARTPIN_REQUIRE_INTEGRATION=1 (CI), which
-// turns the skip into a failure.
-func RequireBinary(t testing.TB, bin, debianPackage string) string {
-	t.Helper()
-	path, err := exec.LookPath(bin)
-	if err == nil {
-		return path
-	}
-	msg := fmt.Sprintf("INTEGRATION TEST NOT RUN: %s not found (apt-get install -y %s)", bin, debianPackage)
-	if os.Getenv("CHARTPIN_REQUIRE_INTEGRATION") == "1" {
-		t.Fatal(msg + "; CHARTPIN_REQUIRE_INTEGRATION=1 forbids skipping")
-	}
-	t.Skip(msg)
-	return ""
-}
-
 // StartDistribution starts docker-registry for the test and stops it at cleanup.
 func StartDistribution(t testing.TB, opts DistributionOptions) *Distribution {
 	t.Helper()
-	bin := RequireBinary(t, "docker-registry", "docker-registry")
+	bin := testenv.RequireBinary(t, "docker-registry", "docker-registry")
 	d := &Distribution{Dir: t.TempDir(), log: &lockedBuffer{}}
 	auth := ""
 	if len(opts.Htpasswd) > 0 {
-		htpasswd := RequireBinary(t, "htpasswd", "apache2-utils")
+		htpasswd := testenv.RequireBinary(t, "htpasswd", "apache2-utils")
 		users := make([]string, 0, len(opts.Htpasswd))
 		for u := range opts.Htpasswd {
 			users = append(users, u)
