@@ -129,7 +129,7 @@ func TestBadInput(t *testing.T) {
 				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.image\n        platforms: [linux/amd64, linux/arm64]\n"},
 			config: true,
 			r:      lock("example.org/team/app:1.0: " + d1 + "\n"),
-			want:   []string{"values.yaml:5 (app.image.digest): image example.org/team/app:1.0: refusing to pin " + d1, "the --digests entry has no platforms"},
+			want:   []string{"values.yaml:5 (app.image.digest): image example.org/team/app:1.0: refusing to pin " + d1, "the lock entry has no platforms"},
 			code:   1,
 		},
 		{

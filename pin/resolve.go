@@ -136,7 +136,7 @@ func checkPlatforms(ctx context.Context, active []*state, r resolver.Interface, 
 		if s.Digest != "" {
 			old, err := manifests[resolver.DigestRef(s.img.Ref, s.Digest)], errs[resolver.DigestRef(s.img.Ref, s.Digest)]
 			if err == nil && old.MediaType == "" && len(old.Platforms) == 0 {
-				err = fmt.Errorf("%w: the --digests file records no platforms of it; write the file with --write-digests online", resolver.ErrNotInLock)
+				err = fmt.Errorf("%w: the lock file records no platforms of it; record the lock online", resolver.ErrNotInLock)
 			}
 			if err != nil {
 				s.refuse(s.ref, fmt.Errorf("refusing to pin %s: reading the platforms of the pin it replaces (%s), which it must keep: %w", s.newDigest, s.Digest, err))

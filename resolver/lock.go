@@ -306,7 +306,7 @@ func (o offline) Resolve(_ context.Context, ref string) (Image, error) {
 	}
 	e, ok := o.lock.Get(norm)
 	if !ok {
-		return Image{}, fmt.Errorf("%s: %w: add it to the --digests file or resolve online", norm, ErrNotInLock)
+		return Image{}, fmt.Errorf("%s: %w: add it to the digest lock file or resolve online", norm, ErrNotInLock)
 	}
 	src := norm
 	if e.Source != "" {
@@ -345,7 +345,7 @@ func (o offline) Platforms(ctx context.Context, img Image) ([]string, error) {
 	if len(m.Platforms) > 0 || (m.MediaType != "" && !m.IsIndex()) {
 		return m.Platforms, nil
 	}
-	return nil, fmt.Errorf("%s: %w: the --digests entry has no platforms; record them as {digest: …, platforms: [...]} to check platforms offline", img.Ref, ErrNotInLock)
+	return nil, fmt.Errorf("%s: %w: the lock entry has no platforms; record them as {digest: …, platforms: [...]} to check platforms offline", img.Ref, ErrNotInLock)
 }
 
 // Tags answers from a tag list recorded by --write-digests.
@@ -358,7 +358,7 @@ func (o offline) Tags(_ context.Context, repository string) ([]string, error) {
 	defer o.lock.mu.Unlock()
 	tags, ok := o.lock.tags[repo]
 	if !ok {
-		return nil, fmt.Errorf("listing tags of %s: %w offline: the --digests file records no tags of it; write it with --write-digests online", repository, ErrUnsupported)
+		return nil, fmt.Errorf("listing tags of %s: %w offline: the lock file records no tags of it; record the lock online", repository, ErrUnsupported)
 	}
 	return append([]string(nil), tags...), nil
 }
@@ -448,21 +448,21 @@ func (r *Recorder) Tags(ctx context.Context, repository string) ([]string, error
 	return tags, nil
 }
 
-// CheckLockPath refuses a --write-digests path that would overwrite or join
+// CheckLockPath refuses a lock file path that would overwrite or join
 // a chart: a path inside a directory that holds a Chart.yaml (or below
 // one), and an existing file that is not a digest lock file. A lock file
 // written there would replace a chart file or ship inside the package.
 func CheckLockPath(path string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return fmt.Errorf("--write-digests %s: %w", path, err)
+		return fmt.Errorf("lock file %s: %w", path, err)
 	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
 	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
 		if fi, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err == nil && fi.Mode().IsRegular() {
-			return fmt.Errorf("--write-digests %s: %s is inside the chart %s; write the lock file outside every chart directory", path, abs, dir)
+			return fmt.Errorf("lock file %s: %s is inside the chart %s; write the lock file outside every chart directory", path, abs, dir)
 		}
 		if dir == filepath.Dir(dir) {
 			break
@@ -473,16 +473,16 @@ func CheckLockPath(path string) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		return fmt.Errorf("--write-digests %s: %w", path, err)
+		return fmt.Errorf("lock file %s: %w", path, err)
 	case !fi.Mode().IsRegular():
-		return fmt.Errorf("--write-digests %s: not a regular file; name a lock file", path)
+		return fmt.Errorf("lock file %s: not a regular file; name a lock file", path)
 	}
 	data, err := os.ReadFile(abs)
 	if err != nil {
-		return fmt.Errorf("--write-digests %s: %w", path, err)
+		return fmt.Errorf("lock file %s: %w", path, err)
 	}
 	if _, err := ParseLock(path, data); err != nil {
-		return fmt.Errorf("--write-digests %s: the file exists and is not a digest lock file, so it is not replaced (%w); name a new file or a lock file", path, err)
+		return fmt.Errorf("lock file %s: the file exists and is not a digest lock file, so it is not replaced (%w); name a new file or a lock file", path, err)
 	}
 	return nil
 }

@@ -56,7 +56,7 @@ func (m Manifest) IsIndex() bool { return types.MediaType(m.MediaType).IsIndex()
 // platforms cannot say, which is ErrNotInLock.
 func (m Manifest) Require(ref string, want []string) error {
 	if len(want) > 0 && m.MediaType == "" && len(m.Platforms) == 0 {
-		return fmt.Errorf("%s: %w: the --digests entry has no platforms; record them as {digest: …, platforms: [...]} to check platforms offline", ref, ErrNotInLock)
+		return fmt.Errorf("%s: %w: the lock entry has no platforms; record them as {digest: …, platforms: [...]} to check platforms offline", ref, ErrNotInLock)
 	}
 	return RequirePlatforms(ref, m.Platforms, want)
 }

@@ -351,7 +351,7 @@ func TestPinBadInput(t *testing.T) {
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`),
 				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.image\n        platforms: [linux/amd64, linux/arm64]\n"},
 			lock: "example.org/team/app:1.0: " + d1 + "\n",
-			want: []string{"values.yaml:5 (app.image.digest): image example.org/team/app:1.0: refusing to pin " + d1, "the --digests entry has no platforms"}, code: 1},
+			want: []string{"values.yaml:5 (app.image.digest): image example.org/team/app:1.0: refusing to pin " + d1, "the lock entry has no platforms"}, code: 1},
 		{name: "versions offline",
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`),
 				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.image\n        versions: \"<2\"\n"},

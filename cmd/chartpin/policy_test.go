@@ -190,7 +190,7 @@ func TestPinPlatformsAndPlans(t *testing.T) {
 			files: map[string]string{"Chart.yaml": policyChart, "values.yaml": onePin(dOld)},
 			lock:  "example.org/team/app:1.0: " + dNew + "\n",
 			stderr: []string{"values.yaml:5 (app.image.digest): image example.org/team/app:1.0: refusing to pin " + dNew,
-				"reading the platforms of the pin it replaces (" + dOld + ")", "write the file with --write-digests online"},
+				"reading the platforms of the pin it replaces (" + dOld + ")", "record the lock online"},
 			stdout: []string{"REFUSED ", "nothing written: 1 move is refused"},
 			code:   1,
 		},

@@ -92,7 +92,10 @@ func (s *resolverSession) Finish() error {
 	if s.recorder == nil {
 		return nil
 	}
-	return s.recorder.Lock().WriteFile(s.lockPath)
+	if err := s.recorder.Lock().WriteFile(s.lockPath); err != nil {
+		return fmt.Errorf("--write-digests: %w", err)
+	}
+	return nil
 }
 
 // newResolver builds the run's resolver from the global and resolver flags;
@@ -138,7 +141,7 @@ func newResolver(c *cli.Context, first ...authn.Keychain) (*resolverSession, err
 			return nil, usage("--write-digests writes a file and --dry-run writes nothing: drop one")
 		}
 		if err := resolver.CheckLockPath(path); err != nil {
-			return nil, usage("%w", err)
+			return nil, usage("--write-digests: %w", err)
 		}
 		s.recorder = resolver.NewRecorder(s.Interface)
 		s.lockPath = path
