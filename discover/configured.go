@@ -96,6 +96,7 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 		value = pn.Value
 	}
 	p := b.base(sub(img.At, pinKey), pinKey, pn)
+	p.Via = entryVia(at, pinKey)
 	p.Format = img.Format
 	if p.Format == "" {
 		p.Format = formatOf(pinKey, value)
@@ -154,6 +155,23 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 		p.Problem = fmt.Sprintf("%s is empty (the templates likely default it, e.g. to appVersion); set a tag, tagFrom: or versions:", p.TagPath)
 	}
 	return p, nil
+}
+
+// entryVia is the alias or `<<` merge through which mapping m's key reaches
+// its value (see Pin.Via); nil when the value is written at the key.
+func entryVia(m *yaml.Node, key string) *yaml.Node {
+	for _, e := range yamledit.Entries(m) {
+		if keyName(e.Key) != key {
+			continue
+		}
+		if e.Via != nil {
+			return e.Via
+		}
+		if e.Value.Kind == yaml.AliasNode {
+			return e.Value
+		}
+	}
+	return nil
 }
 
 func stripDigest(s string) string {

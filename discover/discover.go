@@ -73,6 +73,9 @@ type Pin struct {
 	// TagNode the tag scalar (nil if none). They belong to the tree passed to Find.
 	Node    *yaml.Node `json:"-"`
 	TagNode *yaml.Node `json:"-"`
+	// Via is the alias or `<<` merge through which Path reaches Node when
+	// Node is written elsewhere (an anchor it shares); nil otherwise.
+	Via *yaml.Node `json:"-"`
 }
 
 // Ref is the float this pin follows: Repository:Tag.
@@ -186,10 +189,12 @@ func sub(base, rel string) string {
 
 // block is an image block: a mapping and its path.
 type block struct {
-	name string
-	path string
-	node *yaml.Node
-	root *yaml.Node
+	name   string
+	path   string
+	node   *yaml.Node
+	root   *yaml.Node
+	via    *yaml.Node                // how the walk reached the block (see Pin.Via)
+	merged map[*yaml.Node]*yaml.Node // value → the `<<` merge it came through
 }
 
 // at is the path of one key of the block.

@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -390,11 +391,14 @@ apps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPins(t, pins, func(p Pin) string { return " tag@" + strconv.Itoa(p.TagLine) },
+	// apps.web is common.web through a merge: found at its own path, its
+	// scalar shared with common.web (Via is the merge, line 13).
+	checkPins(t, pins, func(p Pin) string { return " tag@" + strconv.Itoa(p.TagLine) + viaLine(p) },
 		"common.web.digest docker.io/a/web:3 digest tag@6",
+		"apps.web.digest docker.io/a/web:3 digest tag@6 via@13",
 		"app.digest docker.io/a/b:1.2 digest tag@2")
-	if len(pins) == 2 && (pins[1].TagPath != "app.tag" || pins[1].TagNode == nil || pins[1].TagNode.Line != 2) {
-		t.Errorf("app's tag: path %s node %v, want app.tag read from the anchored scalar at line 2", pins[1].TagPath, pins[1].TagNode)
+	if len(pins) == 3 && (pins[2].TagPath != "app.tag" || pins[2].TagNode == nil || pins[2].TagNode.Line != 2) {
+		t.Errorf("app's tag: path %s node %v, want app.tag read from the anchored scalar at line 2", pins[2].TagPath, pins[2].TagNode)
 	}
 	cf, err := config.Parse(filepath.Join(dir, "chartpin.yaml"), []byte("charts:\n  - dir: "+dir+"\n    images:\n      - at: apps.web\n"))
 	if err != nil {
@@ -406,6 +410,39 @@ apps:
 	}
 	if len(pins) != 1 || summary(pins[0]) != "apps.web.digest docker.io/a/web:3 digest" || pins[0].Node.Line != 7 {
 		t.Errorf("configured through a merge: %+v, want apps.web.digest written at the anchored scalar, line 7", pins)
+	}
+}
+
+func viaLine(p Pin) string {
+	if p.Via == nil {
+		return ""
+	}
+	return " via@" + strconv.Itoa(p.Via.Line)
+}
+
+// A block whose image comes through a `<<` merge is an image block as Helm
+// renders it: web is base's image again, and worker overrides the
+// repository while sharing base's digest scalar (line 4); both are found,
+// with the merge they reach that scalar through.
+func TestMergedImageBlocks(t *testing.T) {
+	values := "base: &base\n  repository: a/app\n  tag: \"1.0\"\n  digest: \"\"\nweb:\n  <<: *base\nworker:\n  <<: [*base]\n  repository: a/worker\nlist:\n  - <<: *base\n    tag: \"2.0\"\n"
+	pins, err := Chart(writeChart(t, values), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPins(t, pins, func(p Pin) string { return " @" + strconv.Itoa(p.Line) + viaLine(p) },
+		"base.digest docker.io/a/app:1.0 digest @4",
+		"web.digest docker.io/a/app:1.0 digest @4 via@6",
+		"worker.digest docker.io/a/worker:1.0 digest @4 via@8",
+		"list[0].digest docker.io/a/app:2.0 digest @4 via@11")
+	// Merges that nest an anchored tree into itself are bounded.
+	var b strings.Builder
+	b.WriteString("l0: &l0\n  image:\n    repository: a/b\n    tag: \"1\"\n    digest: \"\"\n")
+	for i := 1; i < 18; i++ {
+		fmt.Fprintf(&b, "l%d: &l%d\n  a:\n    <<: *l%d\n  b:\n    <<: *l%d\n", i, i, i-1, i-1)
+	}
+	if _, err := Chart(writeChart(t, b.String()), nil); err == nil || !strings.Contains(err.Error(), "exceed 100000 nodes") || !failure.IsInput(err) {
+		t.Errorf("nested merges: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package discover
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -20,11 +21,18 @@ import (
 // stopping the walk.
 func discover(name string, root *yaml.Node, lenient bool) ([]Pin, error) {
 	var pins []Pin
-	var walk func(n *yaml.Node, path string) error
-	walk = func(n *yaml.Node, path string) error {
+	visits := 0
+	// via is the alias or merge through which the walk reached n (nil: n is
+	// written at its own path); pins below it share their scalars with n's
+	// anchor.
+	var walk func(n *yaml.Node, path string, via *yaml.Node) error
+	walk = func(n *yaml.Node, path string, via *yaml.Node) error {
+		if visits++; visits > maxVisits {
+			return failure.Input(fmt.Errorf("%s: the values, with their << merge keys followed, exceed %d nodes; simplify the merges", name, maxVisits))
+		}
 		switch n.Kind {
 		case yaml.MappingNode:
-			b := block{name: name, path: path, node: n, root: root}
+			b := mergedBlock(name, path, n, root, via)
 			found, err := b.pins()
 			var amb *ambiguousError
 			switch {
@@ -34,10 +42,10 @@ func discover(name string, root *yaml.Node, lenient bool) ([]Pin, error) {
 				return err
 			}
 			pins = append(pins, found...)
-			for i := 0; i+1 < len(n.Content); i += 2 {
+			for i := 0; i+1 < len(b.node.Content); i += 2 {
 				// An alias is the anchored node again: its pins are found once, at the anchor.
-				if v := n.Content[i+1]; v.Kind != yaml.AliasNode {
-					if err := walk(v, yamledit.Join(path, keyName(n.Content[i]))); err != nil {
+				if v := b.node.Content[i+1]; v.Kind != yaml.AliasNode {
+					if err := walk(v, yamledit.Join(path, keyName(b.node.Content[i])), b.viaOf(v)); err != nil {
 						return err
 					}
 				}
@@ -45,7 +53,7 @@ func discover(name string, root *yaml.Node, lenient bool) ([]Pin, error) {
 		case yaml.SequenceNode:
 			for i, c := range n.Content {
 				if c.Kind != yaml.AliasNode {
-					if err := walk(c, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+					if err := walk(c, fmt.Sprintf("%s[%d]", path, i), via); err != nil {
 						return err
 					}
 				}
@@ -53,11 +61,49 @@ func discover(name string, root *yaml.Node, lenient bool) ([]Pin, error) {
 		}
 		return nil
 	}
-	if err := walk(root, ""); err != nil {
+	if err := walk(root, "", nil); err != nil {
 		return nil, err
 	}
 	sortPins(pins)
 	return pins, nil
+}
+
+// maxVisits bounds the walk: merge keys can nest an anchored tree into
+// itself many times over.
+const maxVisits = 100000
+
+// mergedBlock is mapping n as Helm reads it: its own keys, then what its
+// `<<` merge keys add (a block whose image comes through a merge is an image
+// block too). via is how the walk reached n.
+func mergedBlock(name, path string, n, root, via *yaml.Node) block {
+	b := block{name: name, path: path, node: n, root: root, via: via}
+	entries := yamledit.Entries(n)
+	if !slices.ContainsFunc(entries, func(e yamledit.Entry) bool { return e.Via != nil }) {
+		return b
+	}
+	b.node = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
+	b.merged = map[*yaml.Node]*yaml.Node{}
+	for _, e := range entries {
+		b.node.Content = append(b.node.Content, e.Key, e.Value)
+		if e.Via != nil {
+			b.merged[e.Value] = e.Via
+		}
+	}
+	return b
+}
+
+// viaOf is how the block's value v is reached: through the block's own
+// route, else a merge, else v itself when it is an alias.
+func (b block) viaOf(v *yaml.Node) *yaml.Node {
+	switch {
+	case b.via != nil:
+		return b.via
+	case b.merged[v] != nil:
+		return b.merged[v]
+	case v.Kind == yaml.AliasNode:
+		return v
+	}
+	return nil
 }
 
 // ambiguousError is a block with two pins of one image.
@@ -85,6 +131,7 @@ func (b block) pins() ([]Pin, error) {
 		if val == nil || val.Kind != yaml.ScalarNode {
 			continue
 		}
+		n := len(out)
 		switch {
 		case IsPinKey(key):
 			p := b.keyPin(key, k, val)
@@ -101,6 +148,9 @@ func (b block) pins() ([]Pin, error) {
 			primary = append(primary, key)
 		case val.ShortTag() == "!!str" && isImageRef(key, val.Value):
 			out = append(out, b.stringPin(key, val))
+		}
+		if len(out) > n {
+			out[n].Via = b.viaOf(v)
 		}
 	}
 	if len(primary) > 1 {

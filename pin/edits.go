@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/yamledit"
 )
 
@@ -53,6 +55,9 @@ func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
 		if k := s.Problem; k != "" && c.cfg == nil && moved[s.At] && s.Digest != "" {
 			s.refuse(s.At, fmt.Errorf("its block moves but this pin cannot follow it: %s", k))
 		}
+	}
+	if err := c.checkShared(edits); err != nil {
+		return nil, err
 	}
 	for _, s := range c.pins {
 		if s.refused != nil {
@@ -149,4 +154,104 @@ func orNone(d string) string {
 		return "(none)"
 	}
 	return d
+}
+
+// claim is one pin's wish for a scalar it may share with others through an
+// anchor: the value it needs there, and the node its path reads (an alias or
+// merge when the scalar is written elsewhere).
+type claim struct {
+	s     *state
+	path  string
+	ref   *yaml.Node
+	value string
+}
+
+// checkShared refuses an edit of a scalar that more than one place reads
+// (docs/design.md#one-scalar-one-image): every pin reading it must want the
+// same value, and every alias of it must be a pin. Agreeing pins make one
+// edit, reported for each of them.
+func (c *chart) checkShared(edits []yamledit.Edit) error {
+	claims := map[*yaml.Node][]claim{}
+	for _, s := range c.pins {
+		moving := s.Problem == "" && s.held == "" && s.refused == nil && s.changed
+		if s.Node != nil {
+			want := value(s.Node)
+			if moving {
+				want = s.newValue
+			}
+			ref := s.Via
+			if ref == nil {
+				ref = s.Node
+			}
+			claims[s.Node] = append(claims[s.Node], claim{s, s.Path, ref, want})
+		}
+		if s.TagNode != nil && s.TagNode != s.Node {
+			want := value(s.TagNode)
+			if moving && s.tagMoved {
+				want = s.Tag
+			}
+			claims[s.TagNode] = append(claims[s.TagNode], claim{s, s.TagPath, s.TagNode, want})
+		}
+	}
+	aliases := map[*yaml.Node][]*yaml.Node{}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.AliasNode {
+			if n.Alias != nil && n.Alias.Kind == yaml.ScalarNode {
+				aliases[n.Alias] = append(aliases[n.Alias], n)
+			}
+			return
+		}
+		for _, ch := range n.Content {
+			walk(ch)
+		}
+	}
+	walk(c.root)
+	name := c.values.Name
+	for _, e := range edits {
+		group := claims[e.Node]
+		for _, a := range group {
+			for _, b := range group {
+				if a.value != b.value {
+					return failure.Input(fmt.Errorf("%s: ambiguous pin: %s (line %d, image %s) and %s (line %d, image %s) read one scalar (line %d) through an anchor, but need %s and %s there; nothing written. Give each image its own value: at line %d, write the value instead of the alias, or set the key in the block instead of taking it through the << merge",
+						name, a.path, a.ref.Line, c.imageOf(a.s), b.path, b.ref.Line, c.imageOf(b.s), e.Node.Line, orEmpty(a.value), orEmpty(b.value), laterRef(a, b).Line))
+				}
+			}
+		}
+		refs := aliases[e.Node]
+		if e.Node.Anchor != "" {
+			refs = append(refs, e.Node)
+		}
+		for _, r := range refs {
+			if !slices.ContainsFunc(group, func(cl claim) bool { return cl.ref == r }) && len(group) > 0 {
+				return failure.Input(fmt.Errorf("%s: pinning %s (line %d) to %s would change the scalar at line %d, which %s (line %d) also reads through the anchor &%s and which is no pin of that image; nothing written. Give %s its own value instead of sharing the anchor",
+					name, group[0].path, group[0].ref.Line, e.Value, e.Node.Line, c.values.Path(r), r.Line, e.Node.Anchor, group[0].path))
+			}
+		}
+	}
+	return nil
+}
+
+// imageOf names a pin's image for messages.
+func (c *chart) imageOf(s *state) string {
+	if s.ref != "" {
+		return s.ref
+	}
+	return s.Ref()
+}
+
+// laterRef is the reference that made the scalar shared: an alias or merge
+// rather than the anchor itself, else the later of the two.
+func laterRef(a, b claim) *yaml.Node {
+	if a.ref.Kind == yaml.AliasNode || (b.ref.Kind != yaml.AliasNode && a.ref.Line > b.ref.Line) {
+		return a.ref
+	}
+	return b.ref
+}
+
+func orEmpty(v string) string {
+	if v == "" {
+		return `""`
+	}
+	return v
 }

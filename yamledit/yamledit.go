@@ -461,6 +461,60 @@ func mapGet(m *yaml.Node, key string, depth int) *yaml.Node {
 	return nil
 }
 
+// Entry is one key of a mapping as Helm reads it. Via is the `<<` merge value
+// (an alias, or a sequence of them) the entry came through; nil for the
+// mapping's own keys.
+type Entry struct {
+	Key, Value, Via *yaml.Node
+}
+
+// Entries returns m's own entries (merge keys left out), then the entries
+// its `<<` merge sources add, each key once, with the precedence mapGet
+// uses: own keys first, then the sources in order, recursively.
+func Entries(m *yaml.Node) []Entry {
+	seen := map[string]bool{}
+	var out []Entry
+	var add func(m, via *yaml.Node, depth int)
+	add = func(m, via *yaml.Node, depth int) {
+		if depth > 20 {
+			return
+		}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k := m.Content[i]
+			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+				continue
+			}
+			name := k.Value
+			if d := deref(k); d != nil && d.Kind == yaml.ScalarNode {
+				name = d.Value
+			}
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, Entry{Key: k, Value: m.Content[i+1], Via: via})
+			}
+		}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if k := m.Content[i]; k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+				v := via
+				if v == nil {
+					v = m.Content[i+1]
+				}
+				srcs := []*yaml.Node{deref(m.Content[i+1])}
+				if srcs[0] != nil && srcs[0].Kind == yaml.SequenceNode {
+					srcs = srcs[0].Content
+				}
+				for _, s := range srcs {
+					if s = deref(s); s != nil && s.Kind == yaml.MappingNode {
+						add(s, v, depth+1)
+					}
+				}
+			}
+		}
+	}
+	add(m, nil, 0)
+	return out
+}
+
 // Get returns the one scalar that path names across all documents; absent,
 // ambiguous (several documents) or non-scalar paths are errors.
 func (f *File) Get(path string) (Scalar, error) {

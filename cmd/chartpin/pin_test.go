@@ -365,6 +365,27 @@ func TestPinBadInput(t *testing.T) {
 				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.image\n        when: \"\"\n"},
 			lock: "example.org/team/app:1.0: " + d1 + "\n",
 			want: []string{"chartpin.yaml:5: when: is empty"}, code: 2},
+		{name: "one digest scalar shared by two images through an anchor",
+			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": "a:\n  repository: example.org/team/a\n  tag: \"1.0\"\n  digest: &dg \"\"\n" +
+				"b:\n  repository: example.org/team/b\n  tag: \"1.0\"\n  digest: *dg\n"},
+			lock: "example.org/team/a:1.0: " + d1 + "\nexample.org/team/b:1.0: " + d2 + "\n",
+			want: []string{"values.yaml: ambiguous pin: a.digest (line 4, image example.org/team/a:1.0) and b.digest (line 8, image example.org/team/b:1.0) read one scalar (line 4)",
+				"need " + d1 + " and " + d2, "at line 8, write the value instead of the alias"}, code: 2},
+		{name: "an alias pin of an anchor another key holds",
+			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": "shared: &dg \"\"\napp:\n  repository: example.org/team/app\n  tag: \"1.0\"\n  digest: *dg\n"},
+			lock: "example.org/team/app:1.0: " + d1 + "\n",
+			want: []string{"values.yaml: pinning app.digest (line 5) to " + d1 + " would change the scalar at line 1, which shared (line 1) also reads through the anchor &dg"}, code: 2},
+		{name: "a configured alias pin of an anchor another key holds",
+			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": "shared: &dg \"\"\napp:\n  repository: example.org/team/app\n  tag: \"1.0\"\n  digest: *dg\n",
+				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app\n"},
+			lock: "example.org/team/app:1.0: " + d1 + "\n",
+			want: []string{"values.yaml: pinning app.digest (line 5) to " + d1 + " would change the scalar at line 1, which shared (line 1) also reads through the anchor &dg"}, code: 2},
+		{name: "a merged block with its own repository shares the base's digest",
+			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": "base: &base\n  repository: example.org/team/app\n  tag: \"1.0\"\n  digest: \"\"\n" +
+				"web:\n  <<: *base\nworker:\n  <<: *base\n  repository: example.org/team/worker\n"},
+			lock: "example.org/team/app:1.0: " + d1 + "\nexample.org/team/worker:1.0: " + d2 + "\n",
+			want: []string{"values.yaml: ambiguous pin: base.digest (line 4, image example.org/team/app:1.0) and worker.digest (line 8, image example.org/team/worker:1.0)",
+				"set the key in the block instead of taking it through the << merge"}, code: 2},
 		{name: "configured path missing from values",
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`),
 				"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: app.sidecar\n"},
@@ -446,6 +467,68 @@ func TestPinBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// One scalar shared through an anchor or a << merge is written once, only
+// when every pin reading it wants the same value: a shared digest already
+// right for one image is never flipped to another's (every later run would
+// flip it back), and agreeing pins make one edit, reported for each path.
+func TestPinSharedAnchor(t *testing.T) {
+	t.Setenv("GITHUB_ACTIONS", "")
+	reg := registrytest.New(t)
+	// Two images of one repository: the old pin's platforms are readable for
+	// both, so nothing else stops b from moving the scalar a is right for.
+	da := reg.PushIndex(t, "team/a", "1.0", "linux/amd64", "linux/arm64")
+	reg.PushIndex(t, "team/a", "2.0", "linux/amd64", "linux/arm64")
+	dir := t.TempDir()
+	chart := "apiVersion: v2\nname: app\nversion: 0.1.0\nappVersion: \"0.1.0\"\n"
+	write := func(values string) {
+		t.Helper()
+		for n, b := range map[string]string{"Chart.yaml": chart, "values.yaml": values} {
+			if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("a:\n  repository: " + reg.Host + "/team/a\n  tag: \"1.0\"\n  digest: &dg " + da + "\n" +
+		"b:\n  repository: " + reg.Host + "/team/a\n  tag: \"2.0\"\n  digest: *dg\n")
+	before := treeBytes(t, dir)
+	_, stderr, code := runCLI(t, "--insecure-registry", reg.Host, "pin", dir)
+	if code != 2 || !strings.Contains(stderr, "ambiguous pin: a.digest (line 4, image "+reg.Host+"/team/a:1.0) and b.digest (line 8, image "+reg.Host+"/team/a:2.0)") {
+		t.Errorf("shared scalar right for a: exit %d\n%s", code, stderr)
+	}
+	if after := treeBytes(t, dir); after != before {
+		t.Errorf("files changed:\n%s", after)
+	}
+
+	values := "base: &base\n  repository: " + reg.Host + "/team/a\n  tag: \"1.0\"\n  digest: &dg \"\"\nweb:\n  <<: *base\n" +
+		"other:\n  repository: " + reg.Host + "/team/a\n  tag: \"1.0\"\n  digest: *dg\n"
+	write(values)
+	stdout, stderr, code := runCLI(t, "--insecure-registry", reg.Host, "pin", dir)
+	if code != 0 {
+		t.Fatalf("agreeing pins: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, p := range []string{"base.digest", "web.digest", "other.digest"} {
+		if !strings.Contains(stdout, "values.yaml:4 "+p+" "+reg.Host+"/team/a:1.0 (none) -> "+da[:19]) {
+			t.Errorf("%s not reported:\n%s", p, stdout)
+		}
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "values.yaml"))
+	if want := strings.Replace(values, `&dg ""`, `&dg "`+da+`"`, 1); string(got) != want {
+		t.Errorf("values.yaml:\n%s\nwant:\n%s", got, want)
+	}
+
+	// A block whose repository and tag come through a << merge is pinned,
+	// not skipped: Helm renders it with the merged keys.
+	values = "defaults: &defaults\n  repository: " + reg.Host + "/team/a\n  tag: \"1.0\"\nimage:\n  <<: *defaults\n  digest: \"\"\n"
+	write(values)
+	if stdout, stderr, code := runCLI(t, "--insecure-registry", reg.Host, "pin", dir); code != 0 || strings.Contains(stdout, "SKIPPED") {
+		t.Fatalf("merged block: exit %d\n%s%s", code, stdout, stderr)
+	}
+	got, _ = os.ReadFile(filepath.Join(dir, "values.yaml"))
+	if want := strings.Replace(values, `digest: ""`, `digest: "`+da+`"`, 1); string(got) != want {
+		t.Errorf("values.yaml:\n%s\nwant:\n%s", got, want)
 	}
 }
 
