@@ -256,7 +256,7 @@ func Plan(c *Chart, opts Options) (Change, error) {
 		switch {
 		case policy == PolicyLockstep:
 			if opts.AppVersion == "" && opts.Version == "" && strings.TrimPrefix(old, "v") != strings.TrimPrefix(c.Version.Value, "v") {
-				return ch, failure.Input(fmt.Errorf("%s:%d: lockstep chart has version %s but appVersion %s; say which wins with --version or --app-version", c.Path, c.AppVersion.Line, c.Version.Value, old))
+				return ch, failure.Input(failure.Optionf("%s:%d: lockstep chart has version %s but appVersion %s; say which wins with {{Version}} or {{AppVersion}}", c.Path, c.AppVersion.Line, c.Version.Value, old))
 			}
 			if opts.AppVersion != "" {
 				av, err := parseVersion(opts.AppVersion)
@@ -291,7 +291,7 @@ func Plan(c *Chart, opts Options) (Change, error) {
 		}
 	}
 	if ch.NewAppVersion != ch.OldAppVersion && ch.NewVersion == ch.OldVersion {
-		return ch, failure.Input(fmt.Errorf("%s:%d: appVersion moves from %s to %s but version stays %s; a changed chart needs a new version: pass a bump or --version", c.Path, c.AppVersion.Line, ch.OldAppVersion, ch.NewAppVersion, ch.OldVersion))
+		return ch, failure.Input(failure.Optionf("%s:%d: appVersion moves from %s to %s but version stays %s; a changed chart needs a new version: pass a bump or {{Version}}", c.Path, c.AppVersion.Line, ch.OldAppVersion, ch.NewAppVersion, ch.OldVersion))
 	}
 
 	var edits []yamledit.Edit

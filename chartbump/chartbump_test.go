@@ -228,7 +228,7 @@ func TestPlanRefuses(t *testing.T) {
 	}{
 		{"non-semver version", "name: x\nversion: 1.2\n", Options{Bump: BumpPatch}, `charts/x/Chart.yaml:2: version "1.2" is not a semantic version`},
 		{"non-semver explicit", "version: 1.2.3\n", Options{Version: "next"}, `new version "next" is not a semantic version`},
-		{"lockstep differs", "version: 1.2.3\nappVersion: 1.0.0\n", Options{Bump: BumpPatch, AppVersionPolicy: PolicyLockstep}, "charts/x/Chart.yaml:2: lockstep chart has version 1.2.3 but appVersion 1.0.0; say which wins with --version or --app-version"},
+		{"lockstep differs", "version: 1.2.3\nappVersion: 1.0.0\n", Options{Bump: BumpPatch, AppVersionPolicy: PolicyLockstep}, "charts/x/Chart.yaml:2: lockstep chart has version 1.2.3 but appVersion 1.0.0; say which wins with Version or AppVersion"},
 		{"lockstep both explicit and different", "version: 1.2.3\nappVersion: 1.2.3\n", Options{Version: "1.2.4", AppVersion: "1.2.5"}, "version 1.2.4 and appVersion 1.2.5 differ"},
 		{"lockstep non-semver appVersion", "version: 1.2.3\nappVersion: latest\n", Options{Bump: BumpPatch, AppVersionPolicy: PolicyLockstep}, "lockstep chart has version 1.2.3 but appVersion latest"},
 		{"downgrade", "version: 1.2.3\n", Options{Version: "1.2.2"}, "charts/x/Chart.yaml:1: new version 1.2.2 is lower than the current 1.2.3"},

@@ -146,7 +146,7 @@ func TestBadInput(t *testing.T) {
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", `""`)},
 			r:     lock(""),
 			opts:  Options{SetTags: map[string]string{"app.nope": "2.0"}},
-			want:  []string{"--set-tag app.nope=2.0: no image at app.nope (images with a tag: app.image)"},
+			want:  []string{"SetTags app.nope=2.0: no image at app.nope (images with a tag: app.image)"},
 			code:  2,
 		},
 		{

@@ -191,6 +191,20 @@ func (s *state) refuse(image string, cause error) {
 	}
 }
 
+// Validate checks the options by themselves, before anything is read;
+// errors name option fields.
+func (opts Options) Validate() error {
+	if opts.Bump != "" && !validBump(opts.Bump) {
+		return failure.Input(failure.Optionf("{{Bump}} %q: want patch, minor, major or none", opts.Bump))
+	}
+	for _, p := range opts.Platforms {
+		if err := config.ValidPlatform(p); err != nil {
+			return failure.Input(failure.Optionf("{{Platforms}}: %w", err))
+		}
+	}
+	return nil
+}
+
 // Plan resolves every pin and computes every edit; it writes nothing.
 func Plan(ctx context.Context, opts Options) (*Result, error) {
 	log := opts.Logger
@@ -200,13 +214,8 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Resolver == nil {
 		return nil, errors.New("pin: no resolver")
 	}
-	if opts.Bump != "" && !validBump(opts.Bump) {
-		return nil, failure.Input(fmt.Errorf("--bump %q: want patch, minor, major or none", opts.Bump))
-	}
-	for _, p := range opts.Platforms {
-		if err := config.ValidPlatform(p); err != nil {
-			return nil, failure.Input(fmt.Errorf("--platforms: %w", err))
-		}
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	charts, err := load(opts)
 	if err != nil {
@@ -366,7 +375,7 @@ func setTags(charts []*chart, tags map[string]string) error {
 	for _, path := range paths {
 		tag := tags[path]
 		if !tagRe.MatchString(tag) {
-			return failure.Input(fmt.Errorf("--set-tag %s=%s: %q is not an image tag", path, tag, tag))
+			return failure.Input(failure.Optionf("{{SetTags}} %s=%s: %q is not an image tag", path, tag, tag))
 		}
 		found := false
 		for _, c := range charts {
@@ -375,10 +384,10 @@ func setTags(charts []*chart, tags map[string]string) error {
 					continue
 				}
 				if s.TagNode == nil {
-					return failure.Input(fmt.Errorf("--set-tag %s=%s: %s has no tag key to move (%s)", path, tag, s.Where(), s.Problem))
+					return failure.Input(failure.Optionf("{{SetTags}} %s=%s: %s has no tag key to move (%s)", path, tag, s.Where(), s.Problem))
 				}
 				if s.Hold != "" {
-					return failure.Input(fmt.Errorf("--set-tag %s=%s: %s is held (%s: %q); drop the hold: to move it", path, tag, s.Where(), s.cfg.At(s.ConfigLine), s.Hold))
+					return failure.Input(failure.Optionf("{{SetTags}} %s=%s: %s is held (%s: %q); drop the hold: to move it", path, tag, s.Where(), s.cfg.At(s.ConfigLine), s.Hold))
 				}
 				found = true
 				s.Tag, s.tagMoved = tag, tag != s.oldTag
@@ -396,7 +405,7 @@ func setTags(charts []*chart, tags map[string]string) error {
 					}
 				}
 			}
-			return failure.Input(fmt.Errorf("--set-tag %s=%s: no image at %s (images with a tag: %s)", path, tag, path, strings.Join(uniq(known), ", ")))
+			return failure.Input(failure.Optionf("{{SetTags}} %s=%s: no image at %s (images with a tag: %s)", path, tag, path, strings.Join(uniq(known), ", ")))
 		}
 	}
 	return nil

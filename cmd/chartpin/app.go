@@ -82,6 +82,7 @@ func newApp() *cli.App {
 // that set them, where the flag is not the field's name in kebab case.
 var optionFlags = map[string]string{
 	"RepoURL":            "repo",
+	"SetTags":            "set-tag",
 	"SignKey":            "key",
 	"API":                "github-api",
 	"InsecureRegistries": "insecure-registry",

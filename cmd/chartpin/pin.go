@@ -134,8 +134,16 @@ func pinFlags() []cli.Flag {
 
 // pinOptions reads pinFlags and the chart arguments; the caller sets the resolver.
 func pinOptions(c *cli.Context) (pin.Options, error) {
-	if b := c.String("bump"); b != "" && b != "patch" && b != "minor" && b != "major" && b != "none" {
-		return pin.Options{}, usage("--bump %q: want patch, minor, major or none", b)
+	o := pin.Options{
+		RewriteCopies: c.Bool("rewrite-copies"),
+		Bump:          c.String("bump"),
+		Version:       c.String("version"),
+		AppVersion:    c.String("app-version"),
+		Platforms:     c.StringSlice("platforms"),
+		Logger:        logger(c),
+	}
+	if err := o.Validate(); err != nil {
+		return pin.Options{}, err
 	}
 	tags := map[string]string{}
 	for _, s := range c.StringSlice("set-tag") {
@@ -162,15 +170,6 @@ func pinOptions(c *cli.Context) (pin.Options, error) {
 	if cfgPath == "" && len(dirs) == 0 {
 		dirs = []string{"."}
 	}
-	return pin.Options{
-		ConfigPath:    cfgPath,
-		ChartDirs:     dirs,
-		SetTags:       tags,
-		RewriteCopies: c.Bool("rewrite-copies"),
-		Bump:          c.String("bump"),
-		Version:       c.String("version"),
-		AppVersion:    c.String("app-version"),
-		Platforms:     c.StringSlice("platforms"),
-		Logger:        logger(c),
-	}, nil
+	o.ConfigPath, o.ChartDirs, o.SetTags = cfgPath, dirs, tags
+	return o, nil
 }
