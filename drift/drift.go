@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -167,7 +166,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // A values.yaml that cannot be read or parsed, or that holds no pin at all,
 // is an input error (exit 2).
 func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...Option) (*Report, error) {
-	o := options{clock: time.Now, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := options{clock: time.Now, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
 	}

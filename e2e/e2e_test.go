@@ -996,4 +996,4 @@ func mustRef(s *step, ref string) name.Reference {
 	return r
 }
 
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/url"
@@ -120,7 +119,7 @@ func Open(dir string, opts ...Option) (*Repo, error) {
 		email:   "chartpin@users.noreply.github.com",
 		now:     time.Now,
 		timeout: 2 * time.Minute,
-		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		log:     slog.New(slog.DiscardHandler),
 	}
 	for _, o := range opts {
 		o(r)

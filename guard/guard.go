@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -171,7 +170,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // selected by options) between base and the working tree. Findings are in the
 // Result (see Result.Err); a returned error means the check could not run.
 func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, error) {
-	o := options{client: http.DefaultClient, timeout: 30 * time.Second, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := options{client: http.DefaultClient, timeout: 30 * time.Second, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
 	}

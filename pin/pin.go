@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -209,7 +208,7 @@ func (opts Options) Validate() error {
 func Plan(ctx context.Context, opts Options) (*Result, error) {
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	if opts.Resolver == nil {
 		return nil, errors.New("pin: no resolver")

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"path"
@@ -248,7 +247,7 @@ func defaults(o *Options) error {
 		o.Timeout = 2 * time.Minute
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if err := o.Validate(); err != nil {
 		return err

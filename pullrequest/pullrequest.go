@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -151,7 +150,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *ghOptions) { o.log = l }
 
 // NewGitHub returns a Service for owner/repo authenticated with token.
 func NewGitHub(owner, repo, token string, opts ...Option) (*GitHub, error) {
-	o := ghOptions{api: "https://api.github.com/", timeout: 30 * time.Second, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := ghOptions{api: "https://api.github.com/", timeout: 30 * time.Second, log: slog.New(slog.DiscardHandler)}
 	for _, f := range opts {
 		f(&o)
 	}

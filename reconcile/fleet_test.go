@@ -296,7 +296,7 @@ func fleetTick(ctx context.Context, e *env, f *File, host string, rt http.RoundT
 		return err
 	}
 	r, err := New(e.client, res, WithSpread(delay), WithPollInterval(5*time.Millisecond), WithRolloutTimeout(10*time.Second),
-		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 )
@@ -28,7 +27,7 @@ type options struct {
 
 func makeOptions(opts ...Option) (options, error) {
 	o := options{
-		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		logger:         slog.New(slog.DiscardHandler),
 		rolloutTimeout: 10 * time.Minute,
 		requestTimeout: 30 * time.Second,
 		pollInterval:   2 * time.Second,

@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -99,7 +98,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Base = "main"
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Pin.Logger == nil {
 		o.Pin.Logger = o.Logger

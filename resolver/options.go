@@ -2,7 +2,6 @@ package resolver
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -49,7 +48,7 @@ func makeOptions(opts ...Option) (options, error) {
 		backoffBase:    500 * time.Millisecond,
 		backoffMax:     5 * time.Second,
 		retryAfterCap:  30 * time.Second,
-		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		logger:         slog.New(slog.DiscardHandler),
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {

@@ -2,7 +2,6 @@ package upgrade
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -40,7 +39,7 @@ func WithLogger(l *slog.Logger) ConfigOption { return func(o *configOptions) { o
 // namespace ("" takes the kubeconfig's, or the pod's in-cluster namespace),
 // and the namespace it resolved. Nothing is contacted until it is used.
 func NewConfiguration(namespace string, opts ...ConfigOption) (*action.Configuration, string, error) {
-	o := configOptions{requestTimeout: DefaultRequestTimeout, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := configOptions{requestTimeout: DefaultRequestTimeout, log: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -147,7 +146,7 @@ func withDefaults(opts Options) Options {
 		opts.Keychain = authn.DefaultKeychain
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -161,7 +160,7 @@ func appendOnce(list []string, s string) []string {
 // logger returns a logger on stderr with -v, and a silent one otherwise.
 func logger(c *cli.Context) *slog.Logger {
 	if !c.Bool("verbose") {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
+		return slog.New(slog.DiscardHandler)
 	}
 	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

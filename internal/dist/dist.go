@@ -146,7 +146,7 @@ func (o *Options) defaults() error {
 		}
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
 }

@@ -281,7 +281,7 @@ func (b GoBuild) CrossCompile(ctx context.Context, outDir string, platforms []st
 		goTool = "go"
 	}
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	out := map[string]string{}
 	for _, p := range platforms {
