@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -21,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/internal/atomicfile"
+	"github.com/chartpin/chartpin/internal/chartfile"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/yamledit"
 )
@@ -73,7 +73,7 @@ func (c Change) Changed() bool { return !bytes.Equal(c.Before, c.After) }
 // Read parses dir/Chart.yaml.
 func Read(dir string) (*Chart, error) {
 	path := filepath.Join(dir, "Chart.yaml")
-	data, err := os.ReadFile(path)
+	data, err := chartfile.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, failure.Input(fmt.Errorf("reading chart %s: no Chart.yaml; pass a chart directory: %w", dir, err))
 	}
@@ -319,7 +319,7 @@ func Write(ch Change) error {
 	if !ch.Changed() {
 		return nil
 	}
-	now, err := os.ReadFile(ch.Path)
+	now, err := chartfile.ReadFile(ch.Path)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", ch.Path, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/internal/chartfile"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/resolver"
 	"github.com/chartpin/chartpin/yamledit"
@@ -102,7 +102,7 @@ func readValues(dir string) (string, *yaml.Node, error) {
 	if abs, err := filepath.Abs(name); err == nil {
 		name = abs
 	}
-	data, err := os.ReadFile(name)
+	data, err := chartfile.ReadFile(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", nil, failure.Input(fmt.Errorf("reading values: %w; is %s a chart directory?", err, dir))

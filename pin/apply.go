@@ -1,40 +1,27 @@
 package pin
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
-	"os"
 
-	"github.com/chartpin/chartpin/internal/atomicfile"
+	"github.com/chartpin/chartpin/internal/chartfile"
 )
 
-// Apply writes every file of the run, each atomically and keeping its mode.
-// A file that changed on disk since Plan is refused before anything is
-// written; if a write fails midway, the files already written are restored.
+// Apply writes every file of the run, each atomically and keeping its mode,
+// through a journal that the next run completes if this one is killed
+// midway (chartfile.Write). A file that changed on disk since Plan is
+// refused before anything is written; if a write fails midway, the files
+// already written are restored.
 func (r *Result) Apply() error {
 	if r.Refused() {
 		return errors.New("the plan refuses a move; nothing written")
 	}
+	var charts []chartfile.Chart
 	for _, f := range r.files {
-		cur, err := os.ReadFile(f.Path)
-		if err != nil {
-			return fmt.Errorf("re-reading %s before writing: %w", f.Path, err)
+		if len(charts) == 0 || charts[len(charts)-1].Dir != f.dir {
+			charts = append(charts, chartfile.Chart{Dir: f.dir})
 		}
-		if !bytes.Equal(cur, f.Before) {
-			return fmt.Errorf("%s changed on disk since the plan; nothing written, rerun chartpin pin", f.Path)
-		}
+		c := &charts[len(charts)-1]
+		c.Files = append(c.Files, chartfile.File{Path: f.Path, Before: f.Before, After: f.After})
 	}
-	for i, f := range r.files {
-		if err := atomicfile.WriteFile(f.Path, f.After, 0o644); err != nil {
-			var errs []error
-			for _, done := range r.files[:i] {
-				if rerr := atomicfile.WriteFile(done.Path, done.Before, 0o644); rerr != nil {
-					errs = append(errs, fmt.Errorf("restoring %s: %w", done.Path, rerr))
-				}
-			}
-			return errors.Join(append([]error{fmt.Errorf("writing pins (files written so far were restored): %w", err)}, errs...)...)
-		}
-	}
-	return nil
+	return chartfile.Write(charts)
 }

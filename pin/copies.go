@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/chartpin/chartpin/internal/chartfile"
 )
 
 // Copies (docs/design.md#copies-of-an-old-pin): rewriting a pin once broke four unit tests that
@@ -152,7 +154,7 @@ func (c *chart) findCopies() ([]copyHit, error) {
 		if fi.Size() > maxCopyFile {
 			return nil, fmt.Errorf("searching %s for copies of old digests: %d bytes, larger than the %d MiB searched; it may hold a stale digest: remove it from the chart directory or check it by hand", path, fi.Size(), maxCopyFile>>20)
 		}
-		data, err := os.ReadFile(path)
+		data, err := chartfile.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("searching %s for copies of old digests: %w; make it readable or remove it from the chart", path, err)
 		}
@@ -251,7 +253,7 @@ func (c *chart) rewriteFiles(hits []copyHit) ([]FileChange, error) {
 			continue
 		}
 		seen[h.File] = true
-		before, err := os.ReadFile(h.File)
+		before, err := chartfile.ReadFile(h.File)
 		if err != nil {
 			return nil, fmt.Errorf("rewriting copies: %w", err)
 		}

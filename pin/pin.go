@@ -24,6 +24,7 @@ import (
 	"github.com/chartpin/chartpin/chartbump"
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/discover"
+	"github.com/chartpin/chartpin/internal/chartfile"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/resolver"
 	"github.com/chartpin/chartpin/signature"
@@ -143,6 +144,7 @@ type FileChange struct {
 	Path   string
 	Before []byte
 	After  []byte
+	dir    string // the chart's
 }
 
 // Changed reports whether Apply writes any file: a refused plan shows its
@@ -246,7 +248,10 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 			refused = append(refused, r.err)
 		}
 		res.Charts = append(res.Charts, c.res)
-		res.files = append(res.files, files...)
+		for _, f := range files {
+			f.dir = c.dir
+			res.files = append(res.files, f)
+		}
 	}
 	// A refusal anywhere writes nothing anywhere: the plan is returned so
 	// it can be shown, with the refusals as the error.
@@ -273,6 +278,23 @@ func validBump(b string) bool {
 
 // load reads the config (if any), selects charts, parses values and discovers pins.
 func load(opts Options) ([]*chart, error) {
+	charts, err := selectCharts(opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range charts {
+		if err := c.load(); err != nil {
+			return nil, err
+		}
+		if err := c.checkBump(opts); err != nil {
+			return nil, err
+		}
+	}
+	return charts, nil
+}
+
+// selectCharts reads the config (if any) and lists the charts of the run.
+func selectCharts(opts Options) ([]*chart, error) {
 	var charts []*chart
 	if opts.ConfigPath != "" {
 		cf, err := config.Load(opts.ConfigPath)
@@ -286,31 +308,60 @@ func load(opts Options) ([]*chart, error) {
 		for i := range sel {
 			charts = append(charts, &chart{dir: sel[i].Dir, cfg: &sel[i]})
 		}
-	} else {
-		if len(opts.ChartDirs) == 0 {
-			return nil, failure.Input(errors.New("no chart directory given and no chartpin.yaml; name a CHART_DIR"))
-		}
-		seen := map[string]bool{}
-		for _, d := range opts.ChartDirs {
-			abs, err := filepath.Abs(d)
-			if err != nil {
-				return nil, failure.Input(fmt.Errorf("chart dir %s: %w", d, err))
-			}
-			if !seen[abs] {
-				seen[abs] = true
-				charts = append(charts, &chart{dir: abs})
-			}
-		}
+		return charts, nil
 	}
-	for _, c := range charts {
-		if err := c.load(); err != nil {
-			return nil, err
+	if len(opts.ChartDirs) == 0 {
+		return nil, failure.Input(errors.New("no chart directory given and no chartpin.yaml; name a CHART_DIR"))
+	}
+	seen := map[string]bool{}
+	for _, d := range opts.ChartDirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, failure.Input(fmt.Errorf("chart dir %s: %w", d, err))
 		}
-		if err := c.checkBump(opts); err != nil {
-			return nil, err
+		if !seen[abs] {
+			seen[abs] = true
+			charts = append(charts, &chart{dir: abs})
 		}
 	}
 	return charts, nil
+}
+
+// Lock takes the lock of every chart the run selects, so that one run at a
+// time plans and writes a chart, and completes the writes of a run killed
+// midway (a dry run reports them instead: it writes nothing). notes say what
+// was completed; unlock releases the locks (so does the process's end).
+func Lock(ctx context.Context, opts Options) (unlock func(), notes []string, err error) {
+	charts, err := selectCharts(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	var held []*chartfile.Held
+	unlock = func() {
+		for _, h := range held {
+			h.Unlock()
+		}
+	}
+	dirs := make([]string, 0, len(charts))
+	for _, c := range charts {
+		dirs = append(dirs, c.dir)
+	}
+	sort.Strings(dirs) // one order for every run
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue // load names it
+		}
+		h, note, err := chartfile.Lock(ctx, d, !opts.DryRun)
+		if err != nil {
+			unlock()
+			return nil, nil, err
+		}
+		held = append(held, h)
+		if note != "" {
+			notes = append(notes, note)
+		}
+	}
+	return unlock, notes, nil
 }
 
 func (c *chart) load() error {
@@ -318,7 +369,7 @@ func (c *chart) load() error {
 		return failure.Input(fmt.Errorf("chart dir %s: not a directory; name a chart directory holding Chart.yaml and values.yaml", c.dir))
 	}
 	chartPath := filepath.Join(c.dir, "Chart.yaml")
-	data, err := os.ReadFile(chartPath)
+	data, err := chartfile.ReadFile(chartPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return failure.Input(fmt.Errorf("reading chart %s: no Chart.yaml; pass a chart directory: %w", c.dir, err))
 	}
@@ -335,7 +386,7 @@ func (c *chart) load() error {
 		c.res.OldAppVersion, c.res.NewAppVersion = meta.AppVersion.Value, meta.AppVersion.Value
 	}
 	name := filepath.Join(c.dir, discover.ValuesFile)
-	data, err = os.ReadFile(name)
+	data, err = chartfile.ReadFile(name)
 	if err != nil {
 		return failure.Input(fmt.Errorf("reading values: %w; pins live in the chart's default values.yaml", err))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/chartpin/chartpin/internal/atomicfile"
 	"github.com/chartpin/chartpin/internal/golden"
 	"github.com/chartpin/chartpin/internal/testenv"
 )
@@ -178,21 +179,34 @@ func TestRender(t *testing.T) {
 
 // A write that fails midway restores the files already written: all or nothing.
 func TestApplyRestoresOnFailure(t *testing.T) {
-	ro := "/proc/version" // readable, but no temporary file can be created beside it
-	cur, err := os.ReadFile(ro)
-	if err != nil {
-		t.Skipf("SKIPPED: %s not readable here: %v", ro, err)
-	}
 	dir := t.TempDir()
-	first := filepath.Join(dir, "values.yaml")
+	first, second := filepath.Join(dir, "values.yaml"), filepath.Join(dir, "Chart.yaml")
 	if err := os.WriteFile(first, []byte("a: 1\n"), 0o640); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(second, []byte("version: 1.0.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Once values.yaml is written, Chart.yaml becomes a directory that no
+	// rename can replace: the second write fails.
+	broken := false
+	atomicfile.Hook = func(stage, name string) {
+		if stage == "renamed" && name == first && !broken {
+			broken = true
+			if err := os.Remove(second); err != nil {
+				t.Error(err)
+			}
+			if err := os.MkdirAll(filepath.Join(second, "x"), 0o755); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(func() { atomicfile.Hook = nil })
 	res := &Result{files: []FileChange{
-		{Path: first, Before: []byte("a: 1\n"), After: []byte("a: 2\n")},
-		{Path: ro, Before: cur, After: []byte("x")},
+		{Path: first, Before: []byte("a: 1\n"), After: []byte("a: 2\n"), dir: dir},
+		{Path: second, Before: []byte("version: 1.0.0\n"), After: []byte("version: 1.0.1\n"), dir: dir},
 	}}
-	err = res.Apply()
+	err := res.Apply()
 	if err == nil || !strings.Contains(err.Error(), "files written so far were restored") {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -201,6 +215,9 @@ func TestApplyRestoresOnFailure(t *testing.T) {
 	}
 	if fi, _ := os.Stat(first); fi.Mode().Perm() != 0o640 {
 		t.Errorf("mode %v after restore", fi.Mode())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("journal or temporary files left: %v", entries)
 	}
 }
 

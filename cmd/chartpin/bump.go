@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/chartpin/chartpin/chartbump"
 	"github.com/chartpin/chartpin/ghactions"
+	"github.com/chartpin/chartpin/internal/chartfile"
 )
 
 func bumpCommand() *cli.Command {
@@ -42,7 +44,16 @@ func runBump(c *cli.Context) error {
 	default:
 		opts.Bump, opts.Version = chartbump.BumpNone, arg
 	}
-	chart, err := chartbump.Read(c.Args().First())
+	dir := c.Args().First()
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() { // else Read names the problem
+		held, note, err := chartfile.Lock(c.Context, dir, !c.Bool("dry-run"))
+		if err != nil {
+			return err
+		}
+		defer held.Unlock()
+		printNotes(c, note)
+	}
+	chart, err := chartbump.Read(dir)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) == "1" {
 		main()
 	}
+	if os.Getenv(asChartpin) != "" {
+		chartpinProcess()
+	}
 	os.Exit(m.Run())
 }
 

@@ -256,6 +256,10 @@ func runApp(ctx context.Context, app *cli.App, args []string, stdout, stderr io.
 	for _, stop := range s.stops {
 		stop()
 	}
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) != ctx.Err() {
+		// SIGINT or SIGTERM (main's context): whatever step it stopped.
+		err = fmt.Errorf("interrupted (%v): %w", context.Cause(ctx), err)
+	}
 	if s.timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w (the command's --timeout %s ran out; raise it, e.g. --timeout %s)", err, s.timeout, 2*s.timeout)
 	}

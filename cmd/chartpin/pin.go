@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -49,6 +50,12 @@ func runPin(c *cli.Context) error {
 		return err
 	}
 	opts.Resolver, opts.Signatures, opts.DryRun = r, r.Signatures(), c.Bool("dry-run")
+	unlock, notes, err := pin.Lock(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	printNotes(c, notes...)
 	res, refused := pin.Plan(ctx, opts)
 	if res == nil {
 		return refused
@@ -83,6 +90,16 @@ func runPin(c *cli.Context) error {
 		return err
 	}
 	return refused
+}
+
+// printNotes prints what a run did besides its result (an interrupted run
+// completed) to stderr, one "chartpin:" line each.
+func printNotes(c *cli.Context, notes ...string) {
+	for _, n := range notes {
+		if n != "" {
+			fmt.Fprintln(c.App.ErrWriter, "chartpin:", ghactions.EscapeData(n))
+		}
+	}
 }
 
 // pinReport is what pin hands to GitHub Actions: outputs changed and (for
