@@ -177,7 +177,7 @@ func TestReleasePath(t *testing.T) {
 		ci := filepath.Join(t.TempDir(), "ci-release")
 		clone(t, w.git, "edge.git", ghToken, ci)
 		w.git.Reset() // the CI checkout is not the job's traffic
-		mainBefore := git(t, w.bare, "rev-parse", "main")
+		mainBefore := gittest.Git(t, w.bare, "rev-parse", "main")
 		valuesBefore, err := os.ReadFile(filepath.Join(ci, "charts/example/values.yaml"))
 		if err != nil {
 			s.fatalf("%v", err)
@@ -190,25 +190,25 @@ func TestReleasePath(t *testing.T) {
 			s.fatalf("want a new commit pushed and a PR created, got nothing=%v created=%v pushed=%v pr=%+v", rep.Nothing, rep.CommitCreated, rep.Pushed, rep.PR)
 		}
 		releaseCommit = rep.Commit
-		if got := git(t, w.bare, "rev-parse", releaseBranch); got != rep.Commit {
+		if got := gittest.Git(t, w.bare, "rev-parse", releaseBranch); got != rep.Commit {
 			s.fatalf("remote %s is %s, want the release commit %s", releaseBranch, got, rep.Commit)
 		}
-		if got := git(t, w.bare, "rev-parse", releaseCommit+"^"); got != mainBefore {
+		if got := gittest.Git(t, w.bare, "rev-parse", releaseCommit+"^"); got != mainBefore {
 			s.fatalf("release commit's parent %s, want main %s", got, mainBefore)
 		}
-		files := strings.Fields(git(t, w.bare, "diff", "--name-only", "main", releaseCommit))
+		files := strings.Fields(gittest.Git(t, w.bare, "diff", "--name-only", "main", releaseCommit))
 		if want := []string{"charts/example/Chart.yaml", "charts/example/values.yaml"}; !reflect.DeepEqual(files, want) {
 			s.fatalf("release commit changes %v, want %v", files, want)
 		}
 		// Byte-exact: the new values.yaml is the old one with the pins filled in.
-		valuesAfter := git(t, w.bare, "show", releaseCommit+":charts/example/values.yaml") + "\n"
+		valuesAfter := gittest.Git(t, w.bare, "show", releaseCommit+":charts/example/values.yaml") + "\n"
 		unpinned := valuesAfter
 		for _, d := range prodDigests {
 			unpinned = strings.ReplaceAll(unpinned, `"`+d+`"`, `""`)
 		}
 		unpinned = strings.ReplaceAll(unpinned, `"`+toolDigest+`"`, `""`)
 		if unpinned != string(valuesBefore) {
-			s.fatalf("values.yaml changed beyond the pins:\n%s", git(t, w.bare, "diff", "main", releaseCommit, "--", "charts/example/values.yaml"))
+			s.fatalf("values.yaml changed beyond the pins:\n%s", gittest.Git(t, w.bare, "diff", "main", releaseCommit, "--", "charts/example/values.yaml"))
 		}
 		for repo, d := range prodDigests {
 			if !strings.Contains(valuesAfter, d) {
@@ -219,7 +219,7 @@ func TestReleasePath(t *testing.T) {
 		if n := strings.Count(valuesAfter, prodDigests["chartpin/jobs-manager"]); n != 2 {
 			s.fatalf("jobs-manager digest appears %d times, want 2 (jobsManager and requestsProxy)", n)
 		}
-		chartYAML := git(t, w.bare, "show", releaseCommit+":charts/example/Chart.yaml")
+		chartYAML := gittest.Git(t, w.bare, "show", releaseCommit+":charts/example/Chart.yaml")
 		if !strings.Contains(chartYAML, "\nversion: "+releasedVersion+"\n") || !strings.Contains(chartYAML, `appVersion: "`+releasedVersion+`"`) {
 			s.fatalf("Chart.yaml not bumped in lockstep to %s:\n%s", releasedVersion, chartYAML)
 		}
@@ -241,8 +241,8 @@ func TestReleasePath(t *testing.T) {
 	var published *publish.Result
 	w.step("3 merge and publish", func(s *step) string {
 		// "Merge": fast-forward main to the release commit, close the PR.
-		git(t, w.bare, "merge-base", "--is-ancestor", "main", releaseCommit)
-		git(t, w.bare, "update-ref", "refs/heads/main", releaseCommit)
+		gittest.Git(t, w.bare, "merge-base", "--is-ancestor", "main", releaseCommit)
+		gittest.Git(t, w.bare, "update-ref", "refs/heads/main", releaseCommit)
 		w.gh.ClosePR(w.gh.PRs()[0].Number)
 		ci := filepath.Join(t.TempDir(), "ci-publish")
 		clone(t, w.git, "edge.git", ghToken, ci)
@@ -524,7 +524,7 @@ func TestReleasePath(t *testing.T) {
 		clone(t, w.git, "edge.git", ghToken, ci)
 		w.git.Reset()
 		w.gh.Reset()
-		head := git(t, w.bare, "rev-parse", "main")
+		head := gittest.Git(t, w.bare, "rev-parse", "main")
 		rep, err := w.runRelease(ci)
 		if err != nil {
 			s.fatalf("release: %v", err)
@@ -545,10 +545,10 @@ func TestReleasePath(t *testing.T) {
 		if n, g := w.proxy.Count("HEAD"), w.proxy.CountPath("GET", "/manifests/"); n != 4 || g != 0 {
 			s.fatalf("%d registry HEADs and %d manifest GETs, want 4 and 0", n, g)
 		}
-		if got := git(t, w.bare, "rev-parse", "main"); got != head {
+		if got := gittest.Git(t, w.bare, "rev-parse", "main"); got != head {
 			s.fatalf("main moved from %s to %s", head, got)
 		}
-		if st := git(t, ci, "status", "--porcelain"); st != "" {
+		if st := gittest.Git(t, ci, "status", "--porcelain"); st != "" {
 			s.fatalf("checkout changed:\n%s", st)
 		}
 		return fmt.Sprintf("nothing to do; GitHub calls %v", w.gh.Sequence())
@@ -610,8 +610,8 @@ func (w *world) setup() {
 	// The repository: the example chart, its library chart and chartpin.yaml.
 	root := t.TempDir()
 	w.bare = filepath.Join(root, "edge.git")
-	git(t, root, "init", "-q", "--bare", w.bare)
-	git(t, w.bare, "config", "http.receivepack", "true")
+	gittest.Git(t, root, "init", "-q", "--bare", w.bare)
+	gittest.Git(t, w.bare, "config", "http.receivepack", "true")
 	initial := filepath.Join(root, "initial")
 	if err := os.CopyFS(filepath.Join(initial, "charts"), chartpin.Charts()); err != nil {
 		t.Fatal(err)
@@ -619,17 +619,15 @@ func (w *world) setup() {
 	if err := os.WriteFile(filepath.Join(initial, "chartpin.yaml"), chartpin.Config, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	git(t, initial, "init", "-q")
-	git(t, initial, "add", ".")
-	git(t, initial, "commit", "-qm", "example chart "+previousVersion)
-	git(t, initial, "push", "-q", w.bare, "main")
+	gittest.Git(t, initial, "init", "-q")
+	gittest.Git(t, initial, "add", ".")
+	gittest.Git(t, initial, "commit", "-qm", "example chart "+previousVersion)
+	gittest.Git(t, initial, "push", "-q", w.bare, "main")
 	w.git = gittest.NewHTTP(t, root, ghToken)
 
 	w.gh = fakegithub.New(owner, repoName, ghToken)
 	t.Cleanup(w.gh.Close)
-	w.gh.Branches = func(name string) bool {
-		return hasBranch(w.bare, name)
-	}
+	w.gh.Branches = func(name string) bool { return gittest.HasBranch(w.bare, name) }
 
 	w.repoRoot = t.TempDir()
 	w.stableDir = filepath.Join(w.repoRoot, "stable")

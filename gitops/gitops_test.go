@@ -16,11 +16,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 )
 
-func run(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	return gittest.Git(t, dir, args...)
-}
-
 func write(t *testing.T, path, data string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -37,8 +32,8 @@ func fixture(t *testing.T) (work, bare string) {
 	root := t.TempDir()
 	bare = filepath.Join(root, "remote.git")
 	work = filepath.Join(root, "work")
-	run(t, root, "init", "--bare", bare)
-	run(t, root, "init", work)
+	gittest.Git(t, root, "init", "--bare", bare)
+	gittest.Git(t, root, "init", work)
 	write(t, filepath.Join(work, "charts/app/Chart.yaml"), "apiVersion: v2\nname: app\nversion: 1.0.0\n")
 	write(t, filepath.Join(work, "charts/app/values.yaml"), "image:\n  digest: \"\"\n")
 	write(t, filepath.Join(work, "README.md"), "app\n")
@@ -46,10 +41,10 @@ func fixture(t *testing.T) (work, bare string) {
 	if err := os.Chmod(filepath.Join(work, "hack/run.sh"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run(t, work, "add", ".")
-	run(t, work, "commit", "-qm", "initial")
-	run(t, work, "remote", "add", "origin", bare)
-	run(t, work, "push", "-q", "origin", "main")
+	gittest.Git(t, work, "add", ".")
+	gittest.Git(t, work, "commit", "-qm", "initial")
+	gittest.Git(t, work, "remote", "add", "origin", bare)
+	gittest.Git(t, work, "push", "-q", "origin", "main")
 	return work, bare
 }
 
@@ -100,30 +95,30 @@ func TestPushToBareRepository(t *testing.T) {
 	if !c.Created || len(c.Paths) != 2 {
 		t.Fatalf("commit = %+v, want created with 2 paths", c)
 	}
-	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {
+	if got := gittest.Git(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {
 		t.Fatalf("remote branch at %s, want %s", got, c.Hash)
 	}
-	if got := run(t, bare, "show", "chartpin/pins:charts/app/values.yaml"); got != "image:\n  digest: \"sha256:aaa\"" {
+	if got := gittest.Git(t, bare, "show", "chartpin/pins:charts/app/values.yaml"); got != "image:\n  digest: \"sha256:aaa\"" {
 		t.Fatalf("values.yaml on branch = %q", got)
 	}
 	// Only the two files changed; everything else is the parent's.
-	if got := run(t, bare, "diff", "--name-only", "main", "chartpin/pins"); got != "charts/app/Chart.yaml\ncharts/app/values.yaml" {
+	if got := gittest.Git(t, bare, "diff", "--name-only", "main", "chartpin/pins"); got != "charts/app/Chart.yaml\ncharts/app/values.yaml" {
 		t.Fatalf("changed files = %q", got)
 	}
-	if got := run(t, bare, "ls-tree", "chartpin/pins", "hack/run.sh"); !strings.HasPrefix(got, "100755") {
+	if got := gittest.Git(t, bare, "ls-tree", "chartpin/pins", "hack/run.sh"); !strings.HasPrefix(got, "100755") {
 		t.Fatalf("executable bit lost: %q", got)
 	}
-	if got := run(t, bare, "log", "-1", "--format=%B", "chartpin/pins"); !strings.Contains(got, "Chartpin-Branch: chartpin/pins") {
+	if got := gittest.Git(t, bare, "log", "-1", "--format=%B", "chartpin/pins"); !strings.Contains(got, "Chartpin-Branch: chartpin/pins") {
 		t.Fatalf("commit message lacks trailer: %q", got)
 	}
-	if got := run(t, bare, "fsck", "--strict"); strings.Contains(got, "error") {
+	if got := gittest.Git(t, bare, "fsck", "--strict"); strings.Contains(got, "error") {
 		t.Fatalf("fsck: %s", got)
 	}
 	// The checkout is untouched: still on main, clean.
-	if got := run(t, work, "status", "--porcelain"); got != "" {
+	if got := gittest.Git(t, work, "status", "--porcelain"); got != "" {
 		t.Fatalf("working tree changed: %q", got)
 	}
-	if got := run(t, work, "rev-parse", "--abbrev-ref", "HEAD"); got != "main" {
+	if got := gittest.Git(t, work, "rev-parse", "--abbrev-ref", "HEAD"); got != "main" {
 		t.Fatalf("HEAD moved to %s", got)
 	}
 }
@@ -141,7 +136,7 @@ func TestRerunSameContentIsNoop(t *testing.T) {
 	if again.Created || again.Hash != first.Hash {
 		t.Fatalf("re-run made a new commit %s (first %s)", again.Hash, first.Hash)
 	}
-	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != first.Hash.String() {
+	if got := gittest.Git(t, bare, "rev-parse", "chartpin/pins"); got != first.Hash.String() {
 		t.Fatalf("remote moved to %s", got)
 	}
 }
@@ -154,7 +149,7 @@ func TestBranchAlreadyExistsIsReplaced(t *testing.T) {
 	}
 	// A fresh clone (as CI has) sees the existing branch and replaces it.
 	clone := filepath.Join(t.TempDir(), "ci")
-	run(t, filepath.Dir(clone), "clone", "-q", bare, clone)
+	gittest.Git(t, filepath.Dir(clone), "clone", "-q", bare, clone)
 	second, err := release(t, open(t, clone), "sha256:bbb")
 	if err != nil {
 		t.Fatal(err)
@@ -162,11 +157,11 @@ func TestBranchAlreadyExistsIsReplaced(t *testing.T) {
 	if !second.Created || second.Hash == first.Hash {
 		t.Fatalf("second = %+v", second)
 	}
-	if got := run(t, bare, "show", "chartpin/pins:charts/app/values.yaml"); !strings.Contains(got, "sha256:bbb") {
+	if got := gittest.Git(t, bare, "show", "chartpin/pins:charts/app/values.yaml"); !strings.Contains(got, "sha256:bbb") {
 		t.Fatalf("branch content = %q", got)
 	}
 	// One commit on top of main, not a pile.
-	if got := run(t, bare, "rev-list", "--count", "main..chartpin/pins"); got != "1" {
+	if got := gittest.Git(t, bare, "rev-list", "--count", "main..chartpin/pins"); got != "1" {
 		t.Fatalf("commits on branch = %s", got)
 	}
 }
@@ -178,11 +173,11 @@ func TestForeignCommitRefused(t *testing.T) {
 	}
 	// Alice adds a fix-up commit to the PR branch.
 	alice := filepath.Join(t.TempDir(), "alice")
-	run(t, filepath.Dir(alice), "clone", "-q", "-b", "chartpin/pins", bare, alice)
+	gittest.Git(t, filepath.Dir(alice), "clone", "-q", "-b", "chartpin/pins", bare, alice)
 	write(t, filepath.Join(alice, "README.md"), "app, reviewed\n")
-	run(t, alice, "commit", "-qam", "docs: note")
-	run(t, alice, "push", "-q", "origin", "chartpin/pins")
-	aliceTip := run(t, bare, "rev-parse", "chartpin/pins")
+	gittest.Git(t, alice, "commit", "-qam", "docs: note")
+	gittest.Git(t, alice, "push", "-q", "origin", "chartpin/pins")
+	aliceTip := gittest.Git(t, bare, "rev-parse", "chartpin/pins")
 
 	_, err := release(t, open(t, work), "sha256:bbb")
 	if !errors.Is(err, ErrForeignCommits) {
@@ -193,7 +188,7 @@ func TestForeignCommitRefused(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != aliceTip {
+	if got := gittest.Git(t, bare, "rev-parse", "chartpin/pins"); got != aliceTip {
 		t.Fatalf("alice's commit was overwritten: %s", got)
 	}
 }
@@ -220,12 +215,12 @@ func TestMovedBetweenInspectAndPushRefused(t *testing.T) {
 			}
 			// Someone else pushes to the branch after we looked.
 			bob := filepath.Join(t.TempDir(), "bob")
-			run(t, filepath.Dir(bob), "clone", "-q", bare, bob)
-			run(t, bob, "checkout", "-qB", "chartpin/pins")
+			gittest.Git(t, filepath.Dir(bob), "clone", "-q", bare, bob)
+			gittest.Git(t, bob, "checkout", "-qB", "chartpin/pins")
 			write(t, filepath.Join(bob, "README.md"), "bob was here\n")
-			run(t, bob, "commit", "-qam", "bob")
-			run(t, bob, "push", "-qf", "origin", "chartpin/pins")
-			bobTip := run(t, bare, "rev-parse", "chartpin/pins")
+			gittest.Git(t, bob, "commit", "-qam", "bob")
+			gittest.Git(t, bob, "push", "-qf", "origin", "chartpin/pins")
+			bobTip := gittest.Git(t, bare, "rev-parse", "chartpin/pins")
 
 			err = r.Push(ctx, "chartpin/pins", c.Hash, remote)
 			if !errors.Is(err, ErrMoved) {
@@ -234,7 +229,7 @@ func TestMovedBetweenInspectAndPushRefused(t *testing.T) {
 			if !strings.Contains(err.Error(), "nothing was overwritten") {
 				t.Errorf("error %q does not say nothing was overwritten", err)
 			}
-			if got := run(t, bare, "rev-parse", "chartpin/pins"); got != bobTip {
+			if got := gittest.Git(t, bare, "rev-parse", "chartpin/pins"); got != bobTip {
 				t.Fatalf("bob's push was overwritten: %s", got)
 			}
 		})
@@ -256,7 +251,7 @@ func TestNothingToCommit(t *testing.T) {
 	if lb, _ := r.LocalBranch("chartpin/pins"); lb.Exists {
 		t.Fatal("nothing to commit still created the local branch")
 	}
-	if out := run(t, bare, "branch", "--list", "chartpin/pins"); out != "" {
+	if out := gittest.Git(t, bare, "branch", "--list", "chartpin/pins"); out != "" {
 		t.Fatalf("remote got a branch: %q", out)
 	}
 }
@@ -274,9 +269,9 @@ func TestOutsideRepositoryRefused(t *testing.T) {
 
 func TestPushOverSmartHTTPWithToken(t *testing.T) {
 	work, bare := fixture(t)
-	run(t, bare, "config", "http.receivepack", "true")
+	gittest.Git(t, bare, "config", "http.receivepack", "true")
 	srv := gittest.NewHTTP(t, filepath.Dir(bare), "s3cret-token")
-	run(t, work, "remote", "set-url", "origin", srv.URL+"/remote.git")
+	gittest.Git(t, work, "remote", "set-url", "origin", srv.URL+"/remote.git")
 
 	// Wrong token: refused, the token never appears in the message.
 	_, err := release(t, open(t, work, WithToken("wrong-token")), "sha256:aaa")
@@ -289,7 +284,7 @@ func TestPushOverSmartHTTPWithToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {
+	if got := gittest.Git(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {
 		t.Fatalf("remote branch at %s, want %s", got, c.Hash)
 	}
 	t.Logf("first push over smart HTTP: %d requests", len(srv.Requests()))
@@ -308,7 +303,7 @@ func TestPushOverSmartHTTPWithToken(t *testing.T) {
 	if _, err := release(t, open(t, work, WithToken("s3cret-token")), "sha256:bbb"); err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, bare, "show", "chartpin/pins:charts/app/values.yaml"); !strings.Contains(got, "sha256:bbb") {
+	if got := gittest.Git(t, bare, "show", "chartpin/pins:charts/app/values.yaml"); !strings.Contains(got, "sha256:bbb") {
 		t.Fatalf("branch content = %q", got)
 	}
 }
@@ -350,16 +345,16 @@ func TestPagesBranchAppend(t *testing.T) {
 	if err := r.Push(ctx, "gh-pages", c.Hash, b); err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, bare, "rev-list", "--count", "gh-pages"); got != "1" {
+	if got := gittest.Git(t, bare, "rev-list", "--count", "gh-pages"); got != "1" {
 		t.Fatalf("gh-pages has %s commits, want a single root commit", got)
 	}
 	// Someone else publishes on top (not a chartpin commit): we append.
 	other := filepath.Join(t.TempDir(), "other")
-	run(t, filepath.Dir(other), "clone", "-q", "-b", "gh-pages", bare, other)
+	gittest.Git(t, filepath.Dir(other), "clone", "-q", "-b", "gh-pages", bare, other)
 	write(t, filepath.Join(other, "x-1.0.0.tgz"), "x")
-	run(t, other, "add", ".")
-	run(t, other, "commit", "-qm", "x 1.0.0")
-	run(t, other, "push", "-q", "origin", "gh-pages")
+	gittest.Git(t, other, "add", ".")
+	gittest.Git(t, other, "commit", "-qm", "x 1.0.0")
+	gittest.Git(t, other, "push", "-q", "origin", "gh-pages")
 
 	b, err = r.Fetch(ctx, "gh-pages")
 	if err != nil || !b.Exists || b.Ours {
@@ -377,14 +372,14 @@ func TestPagesBranchAppend(t *testing.T) {
 	}
 	// It moves again before our push: refused, their commit stays.
 	write(t, filepath.Join(other, "y-1.0.0.tgz"), "y")
-	run(t, other, "add", ".")
-	run(t, other, "commit", "-qm", "y 1.0.0")
-	run(t, other, "push", "-q", "origin", "gh-pages")
-	theirs := run(t, bare, "rev-parse", "gh-pages")
+	gittest.Git(t, other, "add", ".")
+	gittest.Git(t, other, "commit", "-qm", "y 1.0.0")
+	gittest.Git(t, other, "push", "-q", "origin", "gh-pages")
+	theirs := gittest.Git(t, bare, "rev-parse", "gh-pages")
 	if err := r.Push(ctx, "gh-pages", c.Hash, b); !errors.Is(err, ErrMoved) {
 		t.Fatalf("push over moved gh-pages = %v, want ErrMoved", err)
 	}
-	if got := run(t, bare, "rev-parse", "gh-pages"); got != theirs {
+	if got := gittest.Git(t, bare, "rev-parse", "gh-pages"); got != theirs {
 		t.Fatal("their gh-pages commit was overwritten")
 	}
 	// Re-fetched, the append lands as a fast-forward.
@@ -396,7 +391,7 @@ func TestPagesBranchAppend(t *testing.T) {
 	if err := r.Push(ctx, "gh-pages", c.Hash, b); err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, bare, "log", "--format=%s", "gh-pages"); got != "publish 2\ny 1.0.0\nx 1.0.0\npublish" {
+	if got := gittest.Git(t, bare, "log", "--format=%s", "gh-pages"); got != "publish 2\ny 1.0.0\nx 1.0.0\npublish" {
 		t.Fatalf("gh-pages history = %q", got)
 	}
 }
@@ -409,19 +404,19 @@ func TestAuthMatchesRemoteScheme(t *testing.T) {
 		t.Fatalf("token with a local remote: %v", err)
 	}
 	r := open(t, work, WithToken("tok"))
-	run(t, work, "remote", "set-url", "origin", "https://example.com/o/r.git")
+	gittest.Git(t, work, "remote", "set-url", "origin", "https://example.com/o/r.git")
 	if r.authFor() == nil {
 		t.Fatal("token not used for an https remote")
 	}
-	run(t, work, "remote", "set-url", "origin", "http://example.com/o/r.git")
+	gittest.Git(t, work, "remote", "set-url", "origin", "http://example.com/o/r.git")
 	if r.authFor() != nil {
 		t.Fatal("token offered over plain http to another host")
 	}
-	run(t, work, "remote", "set-url", "origin", "http://127.0.0.1:8080/o/r.git")
+	gittest.Git(t, work, "remote", "set-url", "origin", "http://127.0.0.1:8080/o/r.git")
 	if r.authFor() == nil {
 		t.Fatal("token not used for a loopback http remote")
 	}
-	run(t, work, "remote", "set-url", "origin", "git@example.com:o/r.git")
+	gittest.Git(t, work, "remote", "set-url", "origin", "git@example.com:o/r.git")
 	if r.authFor() != nil {
 		t.Fatal("https token offered to an ssh remote")
 	}
@@ -439,19 +434,19 @@ func TestAuthMatchesRemoteScheme(t *testing.T) {
 // because its old value no longer matches.
 func TestLeaseCheckedByServer(t *testing.T) {
 	work, bare := fixture(t)
-	run(t, bare, "config", "http.receivepack", "true")
+	gittest.Git(t, bare, "config", "http.receivepack", "true")
 	srv := gittest.NewHTTP(t, filepath.Dir(bare), "tok")
-	run(t, work, "remote", "set-url", "origin", srv.URL+"/remote.git")
+	gittest.Git(t, work, "remote", "set-url", "origin", srv.URL+"/remote.git")
 	if _, err := release(t, open(t, work, WithToken("tok")), "sha256:aaa"); err != nil {
 		t.Fatal(err)
 	}
-	main := run(t, bare, "rev-parse", "main")
+	main := gittest.Git(t, bare, "rev-parse", "main")
 	// Wrap the server: the first receive-pack POST moves the branch first.
 	inner := srv.Config.Handler
 	var moved atomic.Bool
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") && moved.CompareAndSwap(false, true) {
-			run(t, bare, "update-ref", "refs/heads/chartpin/pins", main)
+			gittest.Git(t, bare, "update-ref", "refs/heads/chartpin/pins", main)
 		}
 		inner.ServeHTTP(w, r)
 	})
@@ -463,7 +458,7 @@ func TestLeaseCheckedByServer(t *testing.T) {
 		t.Fatalf("err = %v, want ErrMoved from the server-side check", err)
 	}
 	t.Logf("server-side refusal: %v", err)
-	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != main {
+	if got := gittest.Git(t, bare, "rev-parse", "chartpin/pins"); got != main {
 		t.Fatalf("branch at %s, want the concurrent update %s kept", got, main)
 	}
 }

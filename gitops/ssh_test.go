@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/chartpin/chartpin/internal/gittest"
 	"github.com/chartpin/chartpin/internal/testenv"
 )
 
@@ -143,7 +144,7 @@ func TestPushOverSSHWithKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("SSH_KNOWN_HOSTS", known)
-	run(t, work, "remote", "set-url", "origin", "ssh://git@"+addr+bare)
+	gittest.Git(t, work, "remote", "set-url", "origin", "ssh://git@"+addr+bare)
 
 	// A key the server does not know: refused.
 	other, _ := writeKey(t, t.TempDir())
@@ -155,7 +156,7 @@ func TestPushOverSSHWithKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {
+	if got := gittest.Git(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {
 		t.Fatalf("remote branch at %s, want %s", got, c.Hash)
 	}
 	t.Logf("push over SSH: %d sessions", sessions.Load())
@@ -167,7 +168,7 @@ func TestPushOverSSHWithKey(t *testing.T) {
 	if _, err := release(t, open(t, work, WithSSHKey(key, "")), "sha256:bbb"); err == nil || !strings.Contains(err.Error(), "knownhosts") {
 		t.Fatalf("host missing from known_hosts: %v", err)
 	}
-	if got := run(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {
+	if got := gittest.Git(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {
 		t.Fatal("the branch moved after a refused push")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/chartpin/chartpin/deprecation"
 	"github.com/chartpin/chartpin/gitops"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/gittest"
 	"github.com/chartpin/chartpin/internal/registrytest"
 )
 
@@ -144,13 +145,13 @@ func TestDeprecateIndexEntry(t *testing.T) {
 func TestDeprecateOnPagesBranch(t *testing.T) {
 	root := t.TempDir()
 	bare, work := filepath.Join(root, "r.git"), filepath.Join(root, "work")
-	git(t, root, "init", "-q", "--bare", bare)
-	git(t, root, "init", "-q", work)
+	gittest.Git(t, root, "init", "-q", "--bare", bare)
+	gittest.Git(t, root, "init", "-q", work)
 	chartDir := writeChart(t, filepath.Join(work, "charts/app"), "1.0.0", "1.0.0", "0.8")
-	git(t, work, "add", ".")
-	git(t, work, "commit", "-qm", "chart")
-	git(t, work, "remote", "add", "origin", bare)
-	git(t, work, "push", "-q", "origin", "main")
+	gittest.Git(t, work, "add", ".")
+	gittest.Git(t, work, "commit", "-qm", "chart")
+	gittest.Git(t, work, "remote", "add", "origin", bare)
+	gittest.Git(t, work, "push", "-q", "origin", "main")
 	r, err := gitops.Open(work)
 	if err != nil {
 		t.Fatal(err)
@@ -164,13 +165,13 @@ func TestDeprecateOnPagesBranch(t *testing.T) {
 	if err != nil || res.Index.Action != Deprecated || res.Index.Commit == "" {
 		t.Fatalf("%+v, %v", res.Index, err)
 	}
-	if got := git(t, bare, "diff", "--name-only", "gh-pages~1", "gh-pages"); got != "index.yaml" {
+	if got := gittest.Git(t, bare, "diff", "--name-only", "gh-pages~1", "gh-pages"); got != "index.yaml" {
 		t.Fatalf("the deprecation commit touched %q, want index.yaml only", got)
 	}
-	if idx := git(t, bare, "show", "gh-pages:index.yaml"); !strings.Contains(idx, "deprecated: true") {
+	if idx := gittest.Git(t, bare, "show", "gh-pages:index.yaml"); !strings.Contains(idx, "deprecated: true") {
 		t.Fatalf("index on gh-pages:\n%s", idx)
 	}
-	if msg := git(t, bare, "log", "-1", "--format=%s", "gh-pages"); msg != "deprecated app 1.0.0" {
+	if msg := gittest.Git(t, bare, "log", "-1", "--format=%s", "gh-pages"); msg != "deprecated app 1.0.0" {
 		t.Errorf("commit message %q", msg)
 	}
 }

@@ -15,23 +15,18 @@ import (
 	"github.com/chartpin/chartpin/internal/gittest"
 )
 
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	return gittest.Git(t, dir, args...)
-}
-
 // publishing to a gh-pages branch: a new branch, an append, a prerelease
 // path inside the branch, and a refused overwrite that pushes nothing.
 func TestPagesBranch(t *testing.T) {
 	root := t.TempDir()
 	bare, work := filepath.Join(root, "r.git"), filepath.Join(root, "work")
-	git(t, root, "init", "-q", "--bare", bare)
-	git(t, root, "init", "-q", work)
+	gittest.Git(t, root, "init", "-q", "--bare", bare)
+	gittest.Git(t, root, "init", "-q", work)
 	chartDir := writeChart(t, filepath.Join(work, "charts/app"), "1.0.0", "1.0.0", "0.8")
-	git(t, work, "add", ".")
-	git(t, work, "commit", "-qm", "chart")
-	git(t, work, "remote", "add", "origin", bare)
-	git(t, work, "push", "-q", "origin", "main")
+	gittest.Git(t, work, "add", ".")
+	gittest.Git(t, work, "commit", "-qm", "chart")
+	gittest.Git(t, work, "remote", "add", "origin", bare)
+	gittest.Git(t, work, "push", "-q", "origin", "main")
 	repo, err := gitops.Open(work)
 	if err != nil {
 		t.Fatal(err)
@@ -46,13 +41,13 @@ func TestPagesBranch(t *testing.T) {
 	if r1.Index.Action != Added || r1.Index.Commit == "" || r1.Index.Location != "gh-pages:." {
 		t.Fatalf("first: %+v", r1.Index)
 	}
-	if got := git(t, bare, "ls-tree", "--name-only", "gh-pages"); got != "app-1.0.0.tgz\nindex.yaml" {
+	if got := gittest.Git(t, bare, "ls-tree", "--name-only", "gh-pages"); got != "app-1.0.0.tgz\nindex.yaml" {
 		t.Fatalf("gh-pages tree: %q", got)
 	}
 	if blob, err := exec.Command("git", "-C", bare, "cat-file", "blob", "gh-pages:app-1.0.0.tgz").Output(); err != nil || !bytes.Equal(blob, r1.Package) {
 		t.Fatalf("tarball on gh-pages differs from the package (%v)", err)
 	}
-	if idx := git(t, bare, "show", "gh-pages:index.yaml"); !strings.Contains(idx, "digest: "+r1.Digest) || !strings.Contains(idx, "https://acme.github.io/charts/app-1.0.0.tgz") {
+	if idx := gittest.Git(t, bare, "show", "gh-pages:index.yaml"); !strings.Contains(idx, "digest: "+r1.Digest) || !strings.Contains(idx, "https://acme.github.io/charts/app-1.0.0.tgz") {
 		t.Fatalf("index on gh-pages:\n%s", idx)
 	}
 
@@ -68,20 +63,20 @@ func TestPagesBranch(t *testing.T) {
 	if _, err := Publish(ctx, chartDir, o); err != nil {
 		t.Fatal(err)
 	}
-	if got := git(t, bare, "log", "--format=%s", "gh-pages"); got != "publish app 1.0.1\npublish app 1.1.0-rc.1\npublish app 1.0.0" {
+	if got := gittest.Git(t, bare, "log", "--format=%s", "gh-pages"); got != "publish app 1.0.1\npublish app 1.1.0-rc.1\npublish app 1.0.0" {
 		t.Fatalf("gh-pages history: %q", got)
 	}
-	stable := git(t, bare, "show", "gh-pages:index.yaml")
+	stable := gittest.Git(t, bare, "show", "gh-pages:index.yaml")
 	if strings.Contains(stable, "rc.1") || !strings.Contains(stable, "version: 1.0.1") || !strings.Contains(stable, "version: 1.0.0") {
 		t.Fatalf("stable index:\n%s", stable)
 	}
-	if pre := git(t, bare, "show", "gh-pages:prerelease/index.yaml"); !strings.Contains(pre, "version: 1.1.0-rc.1") ||
+	if pre := gittest.Git(t, bare, "show", "gh-pages:prerelease/index.yaml"); !strings.Contains(pre, "version: 1.1.0-rc.1") ||
 		!strings.Contains(pre, "- https://acme.github.io/charts/prerelease/app-1.1.0-rc.1.tgz") {
 		t.Fatalf("prerelease index:\n%s", pre)
 	}
 
 	// 1.0.0 again with other bytes: refused, nothing pushed.
-	tip := git(t, bare, "rev-parse", "gh-pages")
+	tip := gittest.Git(t, bare, "rev-parse", "gh-pages")
 	// The prerelease index at the branch root is the stable index; outside
 	// the branch it is nowhere: refused, nothing pushed.
 	writeChart(t, chartDir, "1.2.0-rc.1", "1.2.0-rc.1", "0.9")
@@ -92,7 +87,7 @@ func TestPagesBranch(t *testing.T) {
 			t.Errorf("--pages-branch gh-pages --prerelease-index %q = %v (exit %d), want exit 2", p, err, failure.Code(err))
 		}
 	}
-	if git(t, bare, "rev-parse", "gh-pages") != tip {
+	if gittest.Git(t, bare, "rev-parse", "gh-pages") != tip {
 		t.Fatal("refused prerelease publish pushed to gh-pages")
 	}
 	writeChart(t, chartDir, "1.0.0", "1.0.0", "0.9")
@@ -100,7 +95,7 @@ func TestPagesBranch(t *testing.T) {
 	if !errors.Is(err, ErrPublished) || failure.Code(err) != 1 {
 		t.Fatalf("overwrite on gh-pages = %v", err)
 	}
-	if git(t, bare, "rev-parse", "gh-pages") != tip {
+	if gittest.Git(t, bare, "rev-parse", "gh-pages") != tip {
 		t.Fatal("refused publish pushed to gh-pages")
 	}
 	// Same bytes as published: a no-op, nothing pushed.
@@ -109,7 +104,7 @@ func TestPagesBranch(t *testing.T) {
 	if err != nil || r.Index.Action != Unchanged || !bytes.Equal(r.Package, r1.Package) {
 		t.Fatalf("identical re-publish = %+v, %v", r.Index, err)
 	}
-	if git(t, bare, "rev-parse", "gh-pages") != tip {
+	if gittest.Git(t, bare, "rev-parse", "gh-pages") != tip {
 		t.Fatal("no-op publish pushed to gh-pages")
 	}
 }
@@ -119,15 +114,15 @@ func TestPagesBranch(t *testing.T) {
 func TestPagesBranchMovedIsMergedAgain(t *testing.T) {
 	root := t.TempDir()
 	bare, work := filepath.Join(root, "r.git"), filepath.Join(root, "work")
-	git(t, root, "init", "-q", "--bare", bare)
-	git(t, root, "init", "-q", work)
+	gittest.Git(t, root, "init", "-q", "--bare", bare)
+	gittest.Git(t, root, "init", "-q", work)
 	chartDir := writeChart(t, filepath.Join(work, "charts/app"), "1.0.0", "1.0.0", "0.8")
 	otherDir := writeChart(t, filepath.Join(root, "other"), "2.0.0", "2.0.0", "0.8")
 	os.WriteFile(filepath.Join(otherDir, "Chart.yaml"), []byte("apiVersion: v2\nname: other\nversion: 2.0.0\n"), 0o644)
-	git(t, work, "add", ".")
-	git(t, work, "commit", "-qm", "chart")
-	git(t, work, "remote", "add", "origin", bare)
-	git(t, work, "push", "-q", "origin", "main")
+	gittest.Git(t, work, "add", ".")
+	gittest.Git(t, work, "commit", "-qm", "chart")
+	gittest.Git(t, work, "remote", "add", "origin", bare)
+	gittest.Git(t, work, "push", "-q", "origin", "main")
 	repo, err := gitops.Open(work)
 	if err != nil {
 		t.Fatal(err)
@@ -157,16 +152,16 @@ func TestPagesBranchMovedIsMergedAgain(t *testing.T) {
 	if moved != 2 {
 		t.Fatalf("pushes attempted after the move: %d, want a second attempt", moved-1)
 	}
-	idx := git(t, bare, "show", "gh-pages:index.yaml")
+	idx := gittest.Git(t, bare, "show", "gh-pages:index.yaml")
 	for _, want := range []string{"name: other", "version: 2.0.0", "version: 1.0.1", "version: 1.0.0"} {
 		if !strings.Contains(idx, want) {
 			t.Errorf("gh-pages index lacks %q:\n%s", want, idx)
 		}
 	}
-	if got := git(t, bare, "log", "--format=%s", "gh-pages"); got != "publish app 1.0.1\npublish other 2.0.0\npublish app 1.0.0" {
+	if got := gittest.Git(t, bare, "log", "--format=%s", "gh-pages"); got != "publish app 1.0.1\npublish other 2.0.0\npublish app 1.0.0" {
 		t.Fatalf("gh-pages history: %q", got)
 	}
-	if r.Index.Commit != git(t, bare, "rev-parse", "gh-pages") {
+	if r.Index.Commit != gittest.Git(t, bare, "rev-parse", "gh-pages") {
 		t.Fatal("result names another commit than the branch tip")
 	}
 }

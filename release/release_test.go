@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -24,11 +23,6 @@ import (
 )
 
 const token = "ghs_release-test-token"
-
-func run(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	return gittest.Git(t, dir, args...)
-}
 
 // world is a throwaway repository served over smart HTTP with a token, a
 // registry holding the chart's image, and a fake GitHub.
@@ -56,10 +50,10 @@ func newWorld(t testing.TB) *world {
 	w.digest14 = w.reg.PushIndex(t, "example/app", "1.4", "linux/amd64", "linux/arm64")
 	root := t.TempDir()
 	w.bare = filepath.Join(root, "charts.git")
-	run(t, root, "init", "-q", "--bare", w.bare)
-	run(t, w.bare, "config", "http.receivepack", "true")
+	gittest.Git(t, root, "init", "-q", "--bare", w.bare)
+	gittest.Git(t, w.bare, "config", "http.receivepack", "true")
 	initial := filepath.Join(root, "initial")
-	run(t, root, "init", "-q", initial)
+	gittest.Git(t, root, "init", "-q", initial)
 	w.values = strings.ReplaceAll(chartValues, "REG", w.reg.Host)
 	for name, body := range map[string]string{
 		"charts/app/Chart.yaml":                "apiVersion: v2\nname: app\nversion: 1.0.0\nappVersion: \"1.0.0\"\n",
@@ -73,18 +67,16 @@ func newWorld(t testing.TB) *world {
 			t.Fatal(err)
 		}
 	}
-	run(t, initial, "add", ".")
-	run(t, initial, "commit", "-qm", "initial")
-	run(t, initial, "push", "-q", w.bare, "main")
+	gittest.Git(t, initial, "add", ".")
+	gittest.Git(t, initial, "commit", "-qm", "initial")
+	gittest.Git(t, initial, "push", "-q", w.bare, "main")
 
 	w.git = gittest.NewHTTP(t, root, token)
 	w.url = w.git.URL + "/charts.git"
 
 	w.gh = fakegithub.New("acme", "charts", token)
 	t.Cleanup(w.gh.Close)
-	w.gh.Branches = func(name string) bool {
-		return exec.Command("git", "-C", w.bare, "rev-parse", "--verify", "-q", "refs/heads/"+name).Run() == nil
-	}
+	w.gh.Branches = func(name string) bool { return gittest.HasBranch(w.bare, name) }
 	w.reg.Reset()
 	return w
 }
@@ -93,12 +85,8 @@ func newWorld(t testing.TB) *world {
 func (w *world) clone(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ci")
-	run(t, filepath.Dir(dir), "-c", "http.extraHeader=Authorization: Basic "+basic(), "clone", "-q", w.url, dir)
+	gittest.Git(t, filepath.Dir(dir), "-c", "http.extraHeader=Authorization: "+gittest.BasicAuth(token), "clone", "-q", w.url, dir)
 	return dir
-}
-
-func basic() string {
-	return "eC1hY2Nlc3MtdG9rZW46Z2hzX3JlbGVhc2UtdGVzdC10b2tlbg==" // x-access-token:ghs_release-test-token
 }
 
 func (w *world) options(t testing.TB, dir string, dry bool) Options {
@@ -123,7 +111,7 @@ func (w *world) options(t testing.TB, dir string, dry bool) Options {
 
 func (w *world) show(t testing.TB, rev string) string {
 	t.Helper()
-	return run(t, w.bare, "show", rev)
+	return gittest.Git(t, w.bare, "show", rev)
 }
 
 const (
@@ -176,7 +164,7 @@ func TestFullRun(t *testing.T) {
 	if got := w.show(t, "chartpin/pins:charts/app/Chart.yaml"); !strings.Contains(got, "version: 1.0.1") {
 		t.Fatalf("branch Chart.yaml:\n%s", got)
 	}
-	if got := run(t, w.bare, "diff", "--name-only", "main", "chartpin/pins"); got != "charts/app/Chart.yaml\ncharts/app/values.yaml" {
+	if got := gittest.Git(t, w.bare, "diff", "--name-only", "main", "chartpin/pins"); got != "charts/app/Chart.yaml\ncharts/app/values.yaml" {
 		t.Fatalf("committed files: %q", got)
 	}
 	pr := w.gh.PRs()[0]
@@ -186,7 +174,7 @@ func TestFullRun(t *testing.T) {
 	if pr.Title != rep.Title || !strings.HasPrefix(pr.Title, "chart(app 1.0.1): pin 1 image") {
 		t.Fatalf("PR title %q", pr.Title)
 	}
-	firstTip := run(t, w.bare, "rev-parse", "chartpin/pins")
+	firstTip := gittest.Git(t, w.bare, "rev-parse", "chartpin/pins")
 
 	// 2. Re-run without changes (a new CI checkout): no commit, no push,
 	// one read of GitHub.
@@ -208,7 +196,7 @@ func TestFullRun(t *testing.T) {
 		t.Fatalf("unchanged re-run: %+v", rep)
 	}
 	seq(t, w.gh, list)
-	if got := run(t, w.bare, "rev-parse", "chartpin/pins"); got != firstTip {
+	if got := gittest.Git(t, w.bare, "rev-parse", "chartpin/pins"); got != firstTip {
 		t.Fatal("unchanged re-run moved the branch")
 	}
 
@@ -234,7 +222,7 @@ func TestFullRun(t *testing.T) {
 	if got := w.show(t, "chartpin/pins:charts/app/values.yaml"); !strings.Contains(got, digest14b) {
 		t.Fatal("branch lacks the new digest")
 	}
-	if n := run(t, w.bare, "rev-list", "--count", "main..chartpin/pins"); n != "1" {
+	if n := gittest.Git(t, w.bare, "rev-list", "--count", "main..chartpin/pins"); n != "1" {
 		t.Fatalf("%s commits on the branch, want 1", n)
 	}
 	if body := w.gh.PRs()[0].Body; !strings.Contains(body, digest14b[7:19]) {
@@ -242,7 +230,7 @@ func TestFullRun(t *testing.T) {
 	}
 
 	// 4. Merge (fast-forward main, close the PR), then publish from main.
-	run(t, w.bare, "update-ref", "refs/heads/main", "refs/heads/chartpin/pins")
+	gittest.Git(t, w.bare, "update-ref", "refs/heads/main", "refs/heads/chartpin/pins")
 	w.gh.ClosePR(1)
 	merged := w.clone(t)
 	indexDir := t.TempDir()
@@ -277,13 +265,13 @@ func TestFullRun(t *testing.T) {
 
 	// 5. After the merge nothing is left to do: no commit, no push, no API call.
 	w.gh.Reset()
-	before := run(t, w.bare, "rev-parse", "chartpin/pins")
+	before := gittest.Git(t, w.bare, "rev-parse", "chartpin/pins")
 	rep, err = Run(ctx, w.options(t, merged, false))
 	if err != nil || !rep.Nothing {
 		t.Fatalf("after merge: %+v, %v", rep, err)
 	}
 	seq(t, w.gh)
-	if run(t, w.bare, "rev-parse", "chartpin/pins") != before {
+	if gittest.Git(t, w.bare, "rev-parse", "chartpin/pins") != before {
 		t.Fatal("nothing-to-do run moved the branch")
 	}
 	if !strings.Contains(rep.Text(), "nothing to release") {
@@ -304,7 +292,7 @@ func TestRerunCompletesPartialFailure(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "502") || !strings.Contains(err.Error(), "re-run to finish") {
 				t.Fatalf("first run: %v", err)
 			}
-			tip := run(t, w.bare, "rev-parse", "chartpin/pins") // pushed despite the failure
+			tip := gittest.Git(t, w.bare, "rev-parse", "chartpin/pins") // pushed despite the failure
 			w.gh.Reset()
 			dir := ci
 			if fresh {
@@ -333,11 +321,11 @@ func TestForeignCommitStopsBeforeWriting(t *testing.T) {
 	}
 	// A reviewer pushes a fix to the PR branch.
 	bob := filepath.Join(t.TempDir(), "bob")
-	run(t, filepath.Dir(bob), "-c", "http.extraHeader=Authorization: Basic "+basic(), "clone", "-q", "-b", "chartpin/pins", w.url, bob)
+	gittest.Git(t, filepath.Dir(bob), "-c", "http.extraHeader=Authorization: "+gittest.BasicAuth(token), "clone", "-q", "-b", "chartpin/pins", w.url, bob)
 	os.WriteFile(filepath.Join(bob, "README.md"), []byte("reviewed\n"), 0o644)
-	run(t, bob, "commit", "-qam", "review fix")
-	run(t, bob, "-c", "http.extraHeader=Authorization: Basic "+basic(), "push", "-q", "origin", "chartpin/pins")
-	bobTip := run(t, w.bare, "rev-parse", "chartpin/pins")
+	gittest.Git(t, bob, "commit", "-qam", "review fix")
+	gittest.Git(t, bob, "-c", "http.extraHeader=Authorization: "+gittest.BasicAuth(token), "push", "-q", "origin", "chartpin/pins")
+	bobTip := gittest.Git(t, w.bare, "rev-parse", "chartpin/pins")
 
 	w.reg.PushIndex(t, "example/app", "1.4", "linux/amd64", "linux/arm64") // something to pin
 	w.gh.Reset()
@@ -349,7 +337,7 @@ func TestForeignCommitStopsBeforeWriting(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(ci, "charts/app/values.yaml")); string(got) != w.values {
 		t.Fatal("refused run wrote the working tree")
 	}
-	if run(t, w.bare, "rev-parse", "chartpin/pins") != bobTip {
+	if gittest.Git(t, w.bare, "rev-parse", "chartpin/pins") != bobTip {
 		t.Fatal("bob's commit was overwritten")
 	}
 	seq(t, w.gh)
@@ -375,10 +363,10 @@ func TestDryRunWritesNothing(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(ci, "charts/app/values.yaml")); string(got) != w.values {
 		t.Fatal("dry run wrote values.yaml")
 	}
-	if out := run(t, ci, "branch", "--list", "chartpin/pins"); out != "" {
+	if out := gittest.Git(t, ci, "branch", "--list", "chartpin/pins"); out != "" {
 		t.Fatal("dry run created a local branch")
 	}
-	if out := run(t, w.bare, "branch", "--list", "chartpin/pins"); out != "" {
+	if out := gittest.Git(t, w.bare, "branch", "--list", "chartpin/pins"); out != "" {
 		t.Fatal("dry run pushed")
 	}
 }
@@ -388,12 +376,12 @@ func TestDryRunWritesNothing(t *testing.T) {
 func TestShallowCheckout(t *testing.T) {
 	w := newWorld(t)
 	full := w.clone(t)
-	run(t, full, "commit", "-q", "--allow-empty", "-m", "second")
-	run(t, full, "commit", "-q", "--allow-empty", "-m", "third")
-	run(t, full, "-c", "http.extraHeader=Authorization: Basic "+basic(), "push", "-q", "origin", "main")
+	gittest.Git(t, full, "commit", "-q", "--allow-empty", "-m", "second")
+	gittest.Git(t, full, "commit", "-q", "--allow-empty", "-m", "third")
+	gittest.Git(t, full, "-c", "http.extraHeader=Authorization: "+gittest.BasicAuth(token), "push", "-q", "origin", "main")
 	dir := filepath.Join(t.TempDir(), "shallow")
-	run(t, filepath.Dir(dir), "-c", "http.extraHeader=Authorization: Basic "+basic(), "clone", "-q", "--depth", "1", w.url, dir)
-	if got := run(t, dir, "rev-parse", "--is-shallow-repository"); got != "true" {
+	gittest.Git(t, filepath.Dir(dir), "-c", "http.extraHeader=Authorization: "+gittest.BasicAuth(token), "clone", "-q", "--depth", "1", w.url, dir)
+	if got := gittest.Git(t, dir, "rev-parse", "--is-shallow-repository"); got != "true" {
 		t.Fatalf("clone is not shallow: %s", got)
 	}
 	rep, err := Run(context.Background(), w.options(t, dir, false))
@@ -403,10 +391,10 @@ func TestShallowCheckout(t *testing.T) {
 	if !rep.Pushed || rep.PR.Action != pullrequest.Created {
 		t.Fatalf("shallow run: %+v", rep)
 	}
-	if got := run(t, w.bare, "log", "--format=%s", "-2", "chartpin/pins"); !strings.HasPrefix(got, "chart(app 1.0.1)") || !strings.HasSuffix(got, "third") {
+	if got := gittest.Git(t, w.bare, "log", "--format=%s", "-2", "chartpin/pins"); !strings.HasPrefix(got, "chart(app 1.0.1)") || !strings.HasSuffix(got, "third") {
 		t.Fatalf("branch history: %q", got)
 	}
-	if out := run(t, w.bare, "fsck", "--strict"); strings.Contains(out, "missing") || strings.Contains(out, "error") {
+	if out := gittest.Git(t, w.bare, "fsck", "--strict"); strings.Contains(out, "missing") || strings.Contains(out, "error") {
 		t.Fatalf("fsck: %s", out)
 	}
 }
@@ -426,13 +414,13 @@ func TestStaleLocalRunDoesNotRollBack(t *testing.T) {
 	if _, err := Run(ctx, w.options(t, w.clone(t), false)); err == nil {
 		t.Fatal("second run: want the injected 502")
 	}
-	tip := run(t, w.bare, "rev-parse", "chartpin/pins")
+	tip := gittest.Git(t, w.bare, "rev-parse", "chartpin/pins")
 	w.gh.Reset()
 	rep, err := Run(ctx, w.options(t, a, false)) // checkout a: its local branch is older
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Pushed || rep.Commit != tip || run(t, w.bare, "rev-parse", "chartpin/pins") != tip {
+	if rep.Pushed || rep.Commit != tip || gittest.Git(t, w.bare, "rev-parse", "chartpin/pins") != tip {
 		t.Fatalf("stale checkout moved the branch: %+v", rep)
 	}
 	seq(t, w.gh, list, create, label)
@@ -456,7 +444,7 @@ func TestDirtyCheckoutRefused(t *testing.T) {
 			t.Fatalf("dry=%v: %v", dry, err)
 		}
 	}
-	if out := run(t, w.bare, "branch", "--list", "chartpin/pins"); out != "" {
+	if out := gittest.Git(t, w.bare, "branch", "--list", "chartpin/pins"); out != "" {
 		t.Fatal("a refused run pushed")
 	}
 	if got, _ := os.ReadFile(values); string(got) != w.values+"debug: true\n" {

@@ -13,19 +13,14 @@ import (
 
 const releaseToken = "ghs_cli-release-token"
 
-func gitCLI(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	return gittest.Git(t, dir, args...)
-}
-
 // releaseRepo is a checkout with a chart and a local bare remote, plus a
 // digest lock file so the run resolves offline.
 func releaseRepo(t *testing.T) (work, bare, lock string) {
 	t.Helper()
 	root := t.TempDir()
 	bare, work = filepath.Join(root, "r.git"), filepath.Join(root, "work")
-	gitCLI(t, root, "init", "-q", "--bare", bare)
-	gitCLI(t, root, "init", "-q", work)
+	gittest.Git(t, root, "init", "-q", "--bare", bare)
+	gittest.Git(t, root, "init", "-q", work)
 	files := map[string]string{
 		"charts/app/Chart.yaml":  "apiVersion: v2\nname: app\nversion: 0.3.0\nappVersion: \"0.3.0\"\n",
 		"charts/app/values.yaml": "image:\n  repository: registry.example.com/team/app\n  tag: \"2.1\"\n  digest: \"\"\n",
@@ -37,10 +32,10 @@ func releaseRepo(t *testing.T) (work, bare, lock string) {
 			t.Fatal(err)
 		}
 	}
-	gitCLI(t, work, "add", ".")
-	gitCLI(t, work, "commit", "-qm", "chart")
-	gitCLI(t, work, "remote", "add", "origin", bare)
-	gitCLI(t, work, "push", "-q", "origin", "main")
+	gittest.Git(t, work, "add", ".")
+	gittest.Git(t, work, "commit", "-qm", "chart")
+	gittest.Git(t, work, "remote", "add", "origin", bare)
+	gittest.Git(t, work, "push", "-q", "origin", "main")
 	lock = filepath.Join(root, "digests.yaml")
 	os.WriteFile(lock, []byte("registry.example.com/team/app:2.1: sha256:"+strings.Repeat("ab", 32)+"\n"), 0o644)
 	return work, bare, lock
@@ -67,7 +62,7 @@ func TestReleaseCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "would open a pull request") || !strings.Contains(out, "+  digest: \"sha256:abab") {
 		t.Fatalf("dry run: exit %d\n%s", code, out)
 	}
-	if gitCLI(t, bare, "branch", "--list", "chartpin/pins") != "" {
+	if gittest.Git(t, bare, "branch", "--list", "chartpin/pins") != "" {
 		t.Fatal("dry run pushed")
 	}
 
@@ -78,7 +73,7 @@ func TestReleaseCommand(t *testing.T) {
 	if strings.Contains(out, releaseToken) {
 		t.Fatal("output contains the token")
 	}
-	if got := gitCLI(t, bare, "show", "chartpin/pins:charts/app/Chart.yaml"); !strings.Contains(got, "version: 0.3.1") {
+	if got := gittest.Git(t, bare, "show", "chartpin/pins:charts/app/Chart.yaml"); !strings.Contains(got, "version: 0.3.1") {
 		t.Fatalf("branch Chart.yaml:\n%s", got)
 	}
 	o, _ := os.ReadFile(outputs)
@@ -141,8 +136,8 @@ func TestPublishCommand(t *testing.T) {
 // body, notes what it could not look up, and exits 0.
 func TestReleaseDryRunWithoutRemote(t *testing.T) {
 	work, _, lock := releaseRepo(t)
-	gitCLI(t, work, "remote", "set-url", "origin", "http://127.0.0.1:1/acme/charts.git")
-	head := strings.TrimSpace(gitCLI(t, work, "rev-parse", "HEAD"))
+	gittest.Git(t, work, "remote", "set-url", "origin", "http://127.0.0.1:1/acme/charts.git")
+	head := strings.TrimSpace(gittest.Git(t, work, "rev-parse", "HEAD"))
 	t.Chdir(work)
 	t.Setenv("GITHUB_TOKEN", releaseToken)
 	t.Setenv("GITHUB_ACTIONS", "")

@@ -87,6 +87,11 @@ func BasicAuth(token string) string {
 	return "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
 }
 
+// HasBranch reports whether the repository at dir has the branch.
+func HasBranch(dir, branch string) bool {
+	return exec.Command("git", "-C", dir, "rev-parse", "--verify", "-q", "refs/heads/"+branch).Run() == nil
+}
+
 // Git runs the real git in dir as Alice <alice@example.com>, with no global
 // or system config, and returns its trimmed output; a failure fails the
 // test. It skips loudly (fails under CHARTPIN_REQUIRE_INTEGRATION=1) when
