@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -256,6 +259,40 @@ func TestResolveTwentyTagsTwentyRequests(t *testing.T) {
 		}
 		if !strings.Contains(out, refs[19]) {
 			t.Errorf("-o %s: output lacks %s:\n%s", format, refs[19], out)
+		}
+	}
+}
+
+// Under GitHub Actions nothing a registry says becomes a workflow command:
+// a platform string holding ::error::x (served for every manifest) reaches
+// neither stdout nor stderr as a line the runner would execute; the only
+// commands are chartpin's own.
+func TestResolveRegistryStringsUnderActions(t *testing.T) {
+	reg := registrytest.New(t)
+	reg.PushIndex(t, "app", "1", "linux/amd64", "linux/arm64")
+	amd := reg.PushImage(t, "app", "amd")
+	for _, p := range []v1.Platform{
+		{OS: "::error::x", Architecture: "amd64"},
+		{OS: "linux", Architecture: "amd64\n::error::x"},
+		{OS: "linux", Architecture: "amd64", Variant: "v1\r\n::error::x"},
+	} {
+		body, _ := json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: []v1.Descriptor{{
+			MediaType: types.DockerManifestSchema2, Digest: v1.Hash{Algorithm: "sha256", Hex: strings.TrimPrefix(amd, "sha256:")}, Size: 1, Platform: &p,
+		}}})
+		reg.Lie(registrytest.Lie{Body: body, MediaType: string(types.OCIImageIndex)})
+		t.Setenv("GITHUB_ACTIONS", "true")
+		t.Setenv("GITHUB_OUTPUT", filepath.Join(t.TempDir(), "output"))
+		t.Setenv("GITHUB_STEP_SUMMARY", filepath.Join(t.TempDir(), "summary"))
+		for _, args := range [][]string{{"resolve", reg.Host + "/app:1", "--show-platforms"}, {"resolve", reg.Host + "/app:1", "--show-platforms", "-o", "markdown"}} {
+			stdout, stderr, code := runCLI(t, append([]string{"--insecure-registry", reg.Host}, args...)...)
+			if code == 0 {
+				t.Errorf("%+v %v: exit 0, want the hostile platform refused\n%s", p, args, stdout)
+			}
+			for _, c := range runnerCommands(stdout + "\n" + stderr) {
+				if !strings.HasPrefix(c, "::error title=chartpin") || strings.Contains(c[2:], "::error::") {
+					t.Errorf("%+v %v: workflow command %q\nstdout:\n%s\nstderr:\n%s", p, args, c, stdout, stderr)
+				}
+			}
 		}
 	}
 }
