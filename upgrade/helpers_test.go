@@ -106,6 +106,22 @@ func newSecretsConfig(t *testing.T) (*action.Configuration, *recordingKube) {
 	return configOn(t, driver.NewSecrets(k8sfake.NewSimpleClientset().CoreV1().Secrets(ns)))
 }
 
+// onEachStore runs test on Helm's in-memory release store and on the
+// secrets store a cluster uses, each with version of the demo chart
+// installed with the operator's values.
+func onEachStore(t *testing.T, version string, test func(t *testing.T, cfg *action.Configuration, kc *recordingKube)) {
+	for _, store := range []struct {
+		name   string
+		config func(*testing.T) (*action.Configuration, *recordingKube)
+	}{{"memory", newConfig}, {"secrets", newSecretsConfig}} {
+		t.Run(store.name, func(t *testing.T) {
+			cfg, kc := store.config(t)
+			install(t, cfg, demoChart(version, oldPin, false), userValues())
+			test(t, cfg, kc)
+		})
+	}
+}
+
 func configOn(t *testing.T, d driver.Driver) (*action.Configuration, *recordingKube) {
 	kc := &recordingKube{PrintingKubeClient: kubefake.PrintingKubeClient{Out: &bytes.Buffer{}}}
 	return &action.Configuration{

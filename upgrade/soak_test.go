@@ -166,13 +166,10 @@ func TestDeprecatedVersionIsSkipped(t *testing.T) {
 // one even though it is lower: a deliberate downgrade that keeps the
 // operator's values as an upgrade does, and brings the lower chart's defaults.
 func TestDeprecatedCurrentIsRecalled(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { testRecall(t, newConfig) })
-	t.Run("secrets", func(t *testing.T) { testRecall(t, newSecretsConfig) })
+	onEachStore(t, "1.1.0", testRecall)
 }
 
-func testRecall(t *testing.T, newConfig func(*testing.T) (*action.Configuration, *recordingKube)) {
-	cfg, kc := newConfig(t)
-	install(t, cfg, demoChart("1.1.0", oldPin, false), userValues())
+func testRecall(t *testing.T, cfg *action.Configuration, kc *recordingKube) {
 	opts := options(t, "")
 	srv := serveRepo(t, demoChart("1.1.0", oldPin, false), demoChart("1.2.0", newPin, true))
 	opts.RepoURL = srv.URL

@@ -40,13 +40,10 @@ func options(t *testing.T, repoURL string) Options {
 // chart's defaults (the moved pin, a brand-new key) arrive, and what the
 // operator supplied survives.
 func TestUpgradesToNewestStableKeepingUserValues(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { testUpgradesToNewestStable(t, newConfig) })
-	t.Run("secrets", func(t *testing.T) { testUpgradesToNewestStable(t, newSecretsConfig) })
+	onEachStore(t, "1.0.0", testUpgradesToNewestStable)
 }
 
-func testUpgradesToNewestStable(t *testing.T, newConfig func(*testing.T) (*action.Configuration, *recordingKube)) {
-	cfg, kc := newConfig(t)
-	install(t, cfg, demoChart("1.0.0", oldPin, false), userValues())
+func testUpgradesToNewestStable(t *testing.T, cfg *action.Configuration, kc *recordingKube) {
 	srv := serveRepo(t, demoChart("1.0.0", oldPin, false), demoChart("1.1.0", newPin, true), demoChart("1.2.0-rc.1", newPin, true))
 
 	res, err := Run(context.Background(), cfg, options(t, srv.URL))
@@ -330,13 +327,10 @@ func TestOrderedNewestFirst(t *testing.T) {
 // An upgrade whose rollout never becomes ready is rolled back (atomic) and
 // the tick fails with exit 1.
 func TestFailedUpgradeIsRolledBack(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { testFailedUpgradeIsRolledBack(t, newConfig) })
-	t.Run("secrets", func(t *testing.T) { testFailedUpgradeIsRolledBack(t, newSecretsConfig) })
+	onEachStore(t, "1.0.0", testFailedUpgradeIsRolledBack)
 }
 
-func testFailedUpgradeIsRolledBack(t *testing.T, newConfig func(*testing.T) (*action.Configuration, *recordingKube)) {
-	cfg, kc := newConfig(t)
-	install(t, cfg, demoChart("1.0.0", oldPin, false), userValues())
+func testFailedUpgradeIsRolledBack(t *testing.T, cfg *action.Configuration, kc *recordingKube) {
 	kc.failWaits = 1
 	srv := serveRepo(t, demoChart("1.1.0", newPin, true))
 
