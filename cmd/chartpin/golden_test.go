@@ -101,6 +101,13 @@ func TestGoldenOutput(t *testing.T) {
 		"release":       {args: []string{"release", filepath.Join(work, "charts/app"), "--digests", releaseLock, "--dry-run"}},
 		"publish": {args: []string{"publish", chart, "--index-dir", site, "--base-url", "https://charts.example.com"},
 			before: func() { os.RemoveAll(site) }},
+		"publish-deprecate": {args: []string{"publish", chart, "--index-dir", site, "--deprecate", "0.3.0"},
+			before: func() {
+				os.RemoveAll(site)
+				if _, errOut, code := runCLI(t, "publish", chart, "--index-dir", site); code != 0 {
+					t.Fatalf("publish before deprecate: exit %d: %s", code, errOut)
+				}
+			}},
 		"demo": {args: []string{"demo", "--dir", filepath.Join(dir, "demo")}, formats: []string{"text"}, aligned: true,
 			before: func() { os.RemoveAll(filepath.Join(dir, "demo")) }},
 	}

@@ -227,7 +227,32 @@ func runDeprecate(c *cli.Context, ctx context.Context, dir string, o publish.Opt
 			fmt.Fprintln(w, ")")
 		}
 		return nil
-	}})
+	}, markdown: func(w io.Writer) error { return writeDeprecateMarkdown(w, res) }})
+}
+
+// writeDeprecateMarkdown is one table row per target the mark was set at.
+func writeDeprecateMarkdown(w io.Writer, res *publish.DeprecateResult) error {
+	state := "deprecated"
+	if !res.Deprecated {
+		state = "no longer deprecated"
+	}
+	fmt.Fprintf(w, "### %s %s %s\n\n", ghactions.Text(res.Name), ghactions.Text(res.Version), state)
+	var rows [][]string
+	if res.Index != nil {
+		detail := fmt.Sprintf("%d entries, tarballs untouched", res.Index.Entries)
+		if res.Index.Commit != "" {
+			detail += ", commit " + ghactions.Code(res.Index.Commit[:12])
+		}
+		rows = append(rows, []string{"index " + ghactions.Code(res.Index.Location), ghactions.Text(marked(res.Index.Action)), detail})
+	}
+	if res.OCI != nil {
+		detail := "manifest " + ghactions.Code(res.OCI.ManifestDigest) + " untouched"
+		if res.OCI.Marker != "" {
+			detail += ", marker " + ghactions.Code(res.OCI.Marker) + " refers to it"
+		}
+		rows = append(rows, []string{ghactions.Code(res.OCI.Ref), ghactions.Text(marked(res.OCI.Action)), detail})
+	}
+	return mdTable(w, []string{"TARGET", "ACTION", "DETAIL"}, rows)
 }
 
 // marked spells a deprecation action out for a terminal.
