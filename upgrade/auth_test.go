@@ -181,19 +181,8 @@ func TestOCIRegistryAuthFromDockerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	for _, ch := range []*chart.Chart{demoChart("1.0.0", oldPin, false), demoChart("1.1.0", newPin, true)} {
-		tgz, err := chartutil.Save(ch, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := os.ReadFile(tgz)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pusher.Push(data, reg.Host+"/charts/demo:"+ch.Metadata.Version); err != nil {
-			t.Fatalf("pushing %s: %v", ch.Metadata.Version, err)
-		}
+		pushChart(t, pusher, reg.Host, ch)
 	}
 	// Every request the tick sends, with its Authorization header.
 	var mu sync.Mutex

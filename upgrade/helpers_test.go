@@ -21,6 +21,7 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	"helm.sh/helm/v3/pkg/provenance"
+	helmregistry "helm.sh/helm/v3/pkg/registry"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/repo"
 	"helm.sh/helm/v3/pkg/storage"
@@ -119,6 +120,23 @@ func onEachStore(t *testing.T, version string, test func(t *testing.T, cfg *acti
 			install(t, cfg, demoChart(version, oldPin, false), userValues())
 			test(t, cfg, kc)
 		})
+	}
+}
+
+// pushChart pushes ch to host/charts/demo:VERSION with Helm's client, as
+// publish does.
+func pushChart(t *testing.T, rc *helmregistry.Client, host string, ch *chart.Chart, opts ...helmregistry.PushOption) {
+	t.Helper()
+	tgz, err := chartutil.Save(ch, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(tgz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Push(data, host+"/charts/demo:"+ch.Metadata.Version, opts...); err != nil {
+		t.Fatalf("pushing %s: %v", ch.Metadata.Version, err)
 	}
 }
 

@@ -3,7 +3,6 @@ package upgrade
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
 	helmregistry "helm.sh/helm/v3/pkg/registry"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/repo"
@@ -265,19 +263,8 @@ func TestOCISoakAndRecall(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dir := t.TempDir()
 			push := func(ch *chart.Chart, created time.Time) {
-				tgz, err := chartutil.Save(ch, dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				data, err := os.ReadFile(tgz)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := rc.Push(data, reg.Host+"/charts/demo:"+ch.Metadata.Version, helmregistry.PushOptCreationTime(created.Format(time.RFC3339))); err != nil {
-					t.Fatal(err)
-				}
+				pushChart(t, rc, reg.Host, ch, helmregistry.PushOptCreationTime(created.Format(time.RFC3339)))
 			}
 			push(demoChart("1.0.0", oldPin, false), testNow.Add(-72*time.Hour))
 			push(demoChart("1.1.0", newPin, false), testNow.Add(-7*time.Hour))

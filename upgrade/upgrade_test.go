@@ -7,7 +7,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -678,19 +677,8 @@ func TestUpgradeFromOCI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	for _, ch := range []*chart.Chart{demoChart("1.0.0", oldPin, false), demoChart("1.1.0", newPin, true), demoChart("1.2.0-rc.1", newPin, true)} {
-		tgz, err := chartutil.Save(ch, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := os.ReadFile(tgz)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rc.Push(data, host+"/charts/demo:"+ch.Metadata.Version); err != nil {
-			t.Fatalf("pushing %s: %v", ch.Metadata.Version, err)
-		}
+		pushChart(t, rc, host, ch)
 	}
 
 	mu.Lock()
