@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/chartpin/chartpin/deprecation"
-	"github.com/chartpin/chartpin/gitops"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/gittest"
 	"github.com/chartpin/chartpin/internal/registrytest"
@@ -143,19 +142,7 @@ func TestDeprecateIndexEntry(t *testing.T) {
 
 // On a gh-pages branch the change is one commit that touches index.yaml only.
 func TestDeprecateOnPagesBranch(t *testing.T) {
-	root := t.TempDir()
-	bare, work := filepath.Join(root, "r.git"), filepath.Join(root, "work")
-	gittest.Git(t, root, "init", "-q", "--bare", bare)
-	gittest.Git(t, root, "init", "-q", work)
-	chartDir := writeChart(t, filepath.Join(work, "charts/app"), "1.0.0", "1.0.0", "0.8")
-	gittest.Git(t, work, "add", ".")
-	gittest.Git(t, work, "commit", "-qm", "chart")
-	gittest.Git(t, work, "remote", "add", "origin", bare)
-	gittest.Git(t, work, "push", "-q", "origin", "main")
-	r, err := gitops.Open(work)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bare, chartDir, r := pagesRepo(t)
 	o := opts(Options{PagesBranch: "gh-pages", Repo: r, BaseURL: "https://acme.github.io/charts"})
 	ctx := context.Background()
 	if _, err := Publish(ctx, chartDir, o); err != nil {

@@ -15,14 +15,16 @@ import (
 	"github.com/chartpin/chartpin/internal/gittest"
 )
 
-// publishing to a gh-pages branch: a new branch, an append, a prerelease
-// path inside the branch, and a refused overwrite that pushes nothing.
-func TestPagesBranch(t *testing.T) {
+// pagesRepo is a checkout whose main, holding the app chart at 1.0.0, is
+// pushed to a bare remote: the remote, the chart directory and the checkout
+// opened with gitops.
+func pagesRepo(t *testing.T) (bare, chartDir string, repo *gitops.Repo) {
+	t.Helper()
 	root := t.TempDir()
 	bare, work := filepath.Join(root, "r.git"), filepath.Join(root, "work")
 	gittest.Git(t, root, "init", "-q", "--bare", bare)
 	gittest.Git(t, root, "init", "-q", work)
-	chartDir := writeChart(t, filepath.Join(work, "charts/app"), "1.0.0", "1.0.0", "0.8")
+	chartDir = writeChart(t, filepath.Join(work, "charts/app"), "1.0.0", "1.0.0", "0.8")
 	gittest.Git(t, work, "add", ".")
 	gittest.Git(t, work, "commit", "-qm", "chart")
 	gittest.Git(t, work, "remote", "add", "origin", bare)
@@ -31,6 +33,13 @@ func TestPagesBranch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return bare, chartDir, repo
+}
+
+// publishing to a gh-pages branch: a new branch, an append, a prerelease
+// path inside the branch, and a refused overwrite that pushes nothing.
+func TestPagesBranch(t *testing.T) {
+	bare, chartDir, repo := pagesRepo(t)
 	o := opts(Options{PagesBranch: "gh-pages", Repo: repo, PrereleaseIndex: "prerelease", BaseURL: "https://acme.github.io/charts"})
 	ctx := context.Background()
 
@@ -112,21 +121,9 @@ func TestPagesBranch(t *testing.T) {
 // Another chart's publish lands on gh-pages between our fetch and our push:
 // the publish merges again onto the new tip, keeping both.
 func TestPagesBranchMovedIsMergedAgain(t *testing.T) {
-	root := t.TempDir()
-	bare, work := filepath.Join(root, "r.git"), filepath.Join(root, "work")
-	gittest.Git(t, root, "init", "-q", "--bare", bare)
-	gittest.Git(t, root, "init", "-q", work)
-	chartDir := writeChart(t, filepath.Join(work, "charts/app"), "1.0.0", "1.0.0", "0.8")
-	otherDir := writeChart(t, filepath.Join(root, "other"), "2.0.0", "2.0.0", "0.8")
+	bare, chartDir, repo := pagesRepo(t)
+	otherDir := writeChart(t, t.TempDir(), "2.0.0", "2.0.0", "0.8")
 	os.WriteFile(filepath.Join(otherDir, "Chart.yaml"), []byte("apiVersion: v2\nname: other\nversion: 2.0.0\n"), 0o644)
-	gittest.Git(t, work, "add", ".")
-	gittest.Git(t, work, "commit", "-qm", "chart")
-	gittest.Git(t, work, "remote", "add", "origin", bare)
-	gittest.Git(t, work, "push", "-q", "origin", "main")
-	repo, err := gitops.Open(work)
-	if err != nil {
-		t.Fatal(err)
-	}
 	o := opts(Options{PagesBranch: "gh-pages", Repo: repo})
 	ctx := context.Background()
 	if _, err := Publish(ctx, chartDir, o); err != nil {
