@@ -610,3 +610,34 @@ func treeBytes(t *testing.T, dirs ...string) string {
 	}
 	return b.String()
 }
+
+// Lock platforms reach the step summary as escaped Markdown text, and the
+// lock's strings stay out of the runner's commands.
+func TestPinSummaryEscapesLockPlatforms(t *testing.T) {
+	dir := t.TempDir()
+	d := "sha256:" + strings.Repeat("cd", 32)
+	for n, b := range map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: app\nversion: 0.1.0\nappVersion: \"0.1.0\"\n",
+		"values.yaml": "image:\n  repository: ghcr.io/example/app\n  tag: \"1.0\"\n  digest: \"\"\n",
+		"lock.yaml":   "ghcr.io/example/app:1.0: {digest: " + d + ", platforms: [linux/amd64, linux/my_arch_, linux/arm64/v8]}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	summary := filepath.Join(t.TempDir(), "summary.md")
+	t.Setenv("GITHUB_ACTIONS", "true")
+	t.Setenv("GITHUB_STEP_SUMMARY", summary)
+	t.Setenv("GITHUB_OUTPUT", filepath.Join(t.TempDir(), "output"))
+	code, out := runCombined(t, "pin", "--digests", filepath.Join(dir, "lock.yaml"), dir)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if c := runnerCommands(out); len(c) != 0 {
+		t.Errorf("runner sees commands: %q", c)
+	}
+	s, _ := os.ReadFile(summary)
+	if !strings.Contains(string(s), "| linux/amd64, linux/my\\_arch\\_, linux/arm64/v8 |\n") {
+		t.Errorf("summary:\n%s", s)
+	}
+}
