@@ -7,12 +7,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"time"
@@ -21,17 +19,7 @@ import (
 	"github.com/chartpin/chartpin/internal/imagebuild"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "chartpin-dist:", err)
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
+func main() { dist.Main("chartpin-dist", run) }
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("chartpin-dist", flag.ContinueOnError)
@@ -51,9 +39,9 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ca, err := os.ReadFile(*caFile)
+	ca, err := dist.ReadCACerts(*caFile)
 	if err != nil {
-		return fmt.Errorf("reading CA bundle: %w (install ca-certificates or pass --ca-certificates FILE)", err)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()

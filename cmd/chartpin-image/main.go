@@ -10,12 +10,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
@@ -28,17 +26,7 @@ import (
 	"github.com/chartpin/chartpin/resolver"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "chartpin-image:", err)
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
+func main() { dist.Main("chartpin-image", run) }
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("chartpin-image", flag.ContinueOnError)
@@ -120,9 +108,9 @@ type buildFlags struct {
 
 // build cross-compiles the binaries and builds the index on scratch or --base.
 func (b buildFlags) build(ctx context.Context, log *slog.Logger) (v1.ImageIndex, error) {
-	ca, err := os.ReadFile(b.caFile)
+	ca, err := dist.ReadCACerts(b.caFile)
 	if err != nil {
-		return nil, fmt.Errorf("reading CA bundle: %w (install ca-certificates or pass --ca-certificates FILE)", err)
+		return nil, err
 	}
 	bins, err := imagebuild.GoBuild{
 		Package: b.pkg,
