@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 )
 
@@ -31,6 +32,59 @@ func Check(t testing.TB, name string, got []byte) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from the golden file\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
 	}
+}
+
+// Tree compares the files under dir with the tree under want (a folder of
+// testdata) byte for byte: an extra or missing file fails as surely as a
+// changed one. Under -update it first replaces want with dir's files.
+func Tree(t testing.TB, dir, want string) {
+	t.Helper()
+	got := ReadTree(t, dir)
+	if *Update {
+		if err := os.RemoveAll(want); err != nil {
+			t.Fatal(err)
+		}
+		WriteTree(t, want, got)
+	}
+	sameTree(t, want, got, ReadTree(t, want))
+}
+
+// sameTree reports each file missing from got, extra in got, or different.
+func sameTree(t testing.TB, want string, got, wantFiles map[string][]byte) {
+	t.Helper()
+	var names []string
+	for n := range got {
+		names = append(names, n)
+	}
+	for n := range wantFiles {
+		if _, ok := got[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		g, gok := got[n]
+		w, wok := wantFiles[n]
+		switch {
+		case !wok:
+			t.Errorf("unexpected file %s (not in %s)", n, want)
+		case !gok:
+			t.Errorf("missing file %s (in %s)", n, want)
+		case !bytes.Equal(g, w):
+			t.Errorf("%s differs from %s/%s (first at line %d)\n--- got ---\n%s\n--- want ---\n%s", n, want, n, firstDiffLine(g, w), g, w)
+		}
+	}
+}
+
+// firstDiffLine is the 1-based line where a and b first differ.
+func firstDiffLine(a, b []byte) int {
+	line := 1
+	for i := 0; i < len(a) && i < len(b) && a[i] == b[i]; i++ {
+		if a[i] == '\n' {
+			line++
+		}
+	}
+	return line
 }
 
 // ReadTree returns the bytes of every file under dir by slash-separated
