@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,38 +49,6 @@ func inProcess(t *testing.T, files map[string][]byte, args ...string) map[string
 		t.Fatalf("chartpin %s: exit %d: %s", strings.Join(args, " "), code, errOut)
 	}
 	return golden.ReadTree(t, dir)
-}
-
-func diffTrees(t *testing.T, what string, got, want map[string][]byte) {
-	t.Helper()
-	names := map[string]bool{}
-	for n := range got {
-		names[n] = true
-	}
-	for n := range want {
-		names[n] = true
-	}
-	for _, n := range sortedKeys(names) {
-		g, gok := got[n]
-		w, wok := want[n]
-		switch {
-		case !wok:
-			t.Errorf("%s: extra file %s", what, n)
-		case !gok:
-			t.Errorf("%s: missing file %s", what, n)
-		case !bytes.Equal(g, w):
-			t.Errorf("%s: %s is\n%s\nwant\n%s", what, n, g, w)
-		}
-	}
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // TestPinKilledAtEveryWriteStep kills pin with SIGKILL at each step of its
@@ -160,7 +127,7 @@ func TestPinKilledAtEveryWriteStep(t *testing.T) {
 			} else if code != 0 {
 				t.Errorf("dry run after the kill: exit %d: %s", code, errOut)
 			}
-			diffTrees(t, "after the dry run", golden.ReadTree(t, dir), killed)
+			golden.SameTree(t, "after the dry run", golden.ReadTree(t, dir), killed)
 
 			_, errOut, code = runCLI(t, append(args, dir)...)
 			if code != 0 {
@@ -169,7 +136,7 @@ func TestPinKilledAtEveryWriteStep(t *testing.T) {
 			if completed := strings.Contains(errOut, "completed the writes of an interrupted chartpin run"); completed != (journal && pending) {
 				t.Errorf("journal %v, files pending %v; the next run says: %s", journal, pending, errOut)
 			}
-			diffTrees(t, "after the next run", golden.ReadTree(t, dir), want)
+			golden.SameTree(t, "after the next run", golden.ReadTree(t, dir), want)
 		})
 	}
 }
@@ -204,7 +171,7 @@ func TestTwoPinRunsOnOneChart(t *testing.T) {
 	if code, errOut := first.wait(t); code != 0 {
 		t.Fatalf("first run: exit %d: %s", code, errOut)
 	}
-	diffTrees(t, "after both runs", golden.ReadTree(t, dir), wantA)
+	golden.SameTree(t, "after both runs", golden.ReadTree(t, dir), wantA)
 
 	// Both at once, with the default wait.
 	wantAB := inProcess(t, wantA, b...)
@@ -220,7 +187,7 @@ func TestTwoPinRunsOnOneChart(t *testing.T) {
 		}
 		got := golden.ReadTree(t, dir)
 		if !maps.EqualFunc(got, wantAB, bytes.Equal) && !maps.EqualFunc(got, wantBA, bytes.Equal) {
-			diffTrees(t, fmt.Sprintf("round %d, neither run after the other", i), got, wantAB)
+			golden.SameTree(t, fmt.Sprintf("round %d, neither run after the other", i), got, wantAB)
 		}
 	}
 }
@@ -258,7 +225,7 @@ func TestSignalEndsABlockedRun(t *testing.T) {
 			if code != 1 || !strings.HasPrefix(errOut, "chartpin: interrupted ("+sig.text+" signal received)") {
 				t.Errorf("exit %d: %s", code, errOut)
 			}
-			diffTrees(t, "after the signal", golden.ReadTree(t, dir), orig)
+			golden.SameTree(t, "after the signal", golden.ReadTree(t, dir), orig)
 		})
 	}
 }
@@ -286,7 +253,7 @@ func TestSignalEndsAStuckWrite(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "completed the writes of an interrupted chartpin run (templates/NOTES.txt, Chart.yaml)") {
 		t.Errorf("next run: exit %d: %s", code, errOut)
 	}
-	diffTrees(t, "after the next run", golden.ReadTree(t, dir), want)
+	golden.SameTree(t, "after the next run", golden.ReadTree(t, dir), want)
 }
 
 // TestChartFilesMustBeRegular: a values.yaml that is a FIFO, a link to

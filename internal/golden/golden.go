@@ -46,17 +46,18 @@ func Tree(t testing.TB, dir, want string) {
 		}
 		WriteTree(t, want, got)
 	}
-	sameTree(t, want, got, ReadTree(t, want))
+	SameTree(t, want, got, ReadTree(t, want))
 }
 
-// sameTree reports each file missing from got, extra in got, or different.
-func sameTree(t testing.TB, want string, got, wantFiles map[string][]byte) {
+// SameTree reports each file missing from got, extra in got, or different
+// from want (trees as ReadTree returns them), after what.
+func SameTree(t testing.TB, what string, got, want map[string][]byte) {
 	t.Helper()
 	var names []string
 	for n := range got {
 		names = append(names, n)
 	}
-	for n := range wantFiles {
+	for n := range want {
 		if _, ok := got[n]; !ok {
 			names = append(names, n)
 		}
@@ -64,14 +65,14 @@ func sameTree(t testing.TB, want string, got, wantFiles map[string][]byte) {
 	sort.Strings(names)
 	for _, n := range names {
 		g, gok := got[n]
-		w, wok := wantFiles[n]
+		w, wok := want[n]
 		switch {
 		case !wok:
-			t.Errorf("unexpected file %s (not in %s)", n, want)
+			t.Errorf("%s: extra file %s", what, n)
 		case !gok:
-			t.Errorf("missing file %s (in %s)", n, want)
+			t.Errorf("%s: missing file %s", what, n)
 		case !bytes.Equal(g, w):
-			t.Errorf("%s differs from %s/%s (first at line %d)\n--- got ---\n%s\n--- want ---\n%s", n, want, n, firstDiffLine(g, w), g, w)
+			t.Errorf("%s: %s differs (first at line %d)\n--- got ---\n%s\n--- want ---\n%s", what, n, firstDiffLine(g, w), g, w)
 		}
 	}
 }

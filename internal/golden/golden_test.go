@@ -23,9 +23,9 @@ func TestTreeReportsChangedMissingAndExtraFiles(t *testing.T) {
 	tb := &errorsTB{TB: t}
 	Tree(tb, got, want)
 	wantErrs := []string{
-		"changed differs from " + want + "/changed (first at line 2)\n--- got ---\n1\n3\n\n--- want ---\n1\n2\n",
-		"unexpected file extra (not in " + want + ")",
-		"missing file missing (in " + want + ")",
+		want + ": changed differs (first at line 2)\n--- got ---\n1\n3\n\n--- want ---\n1\n2\n",
+		want + ": extra file extra",
+		want + ": missing file missing",
 	}
 	if !reflect.DeepEqual(tb.errs, wantErrs) {
 		t.Errorf("errors %q\nwant %q", tb.errs, wantErrs)
