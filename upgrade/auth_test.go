@@ -121,24 +121,15 @@ func TestIndexBasicAuthFromDockerConfigGoesOnlyToTheIndexHost(t *testing.T) {
 	indexHost, otherHost := strings.TrimPrefix(index.URL, "https://"), strings.TrimPrefix(other.URL, "https://")
 
 	tick := func(t *testing.T) (Result, error, string) {
-		cfg, _ := newConfig(t)
-		install(t, cfg, demoChart("1.0.0", oldPin, false), userValues())
-		var logs bytes.Buffer
 		opts := options(t, index.URL)
 		opts.HTTPClient = index.Client()
-		opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		res, err := Run(context.Background(), cfg, opts)
-		return res, err, logs.String()
-	}
-	show := func(res Result, err error, logs string) map[string]string {
-		j, _ := json.Marshal(res)
-		return map[string]string{"error": fmt.Sprint(err), "result": string(j), "logs": logs}
+		return debugTick(t, opts)
 	}
 
 	t.Run("right password", func(t *testing.T) {
 		dockerConfig(t, map[string][2]string{indexHost: {user, password}})
 		res, err, logs := tick(t)
-		noSecret(t, user, password, show(res, err, logs))
+		noSecret(t, user, password, shown(res, err, logs))
 		if err != nil || res.Decision != DecisionUpgraded || res.Target != "1.1.0" {
 			t.Fatalf("result %+v, error %v", res, err)
 		}
@@ -153,7 +144,7 @@ func TestIndexBasicAuthFromDockerConfigGoesOnlyToTheIndexHost(t *testing.T) {
 	t.Run("no credentials", func(t *testing.T) {
 		dockerConfig(t, map[string][2]string{otherHost: {user, password}}) // for another host only
 		res, err, logs := tick(t)
-		noSecret(t, user, password, show(res, err, logs))
+		noSecret(t, user, password, shown(res, err, logs))
 		if err == nil || !strings.Contains(err.Error(), "401 Unauthorized: check the credentials for "+indexHost+" in DOCKER_CONFIG") {
 			t.Errorf("error %v, want a 401 naming the host and where credentials come from", err)
 		}
@@ -161,7 +152,7 @@ func TestIndexBasicAuthFromDockerConfigGoesOnlyToTheIndexHost(t *testing.T) {
 	t.Run("wrong password", func(t *testing.T) {
 		dockerConfig(t, map[string][2]string{indexHost: {user, "wr0ng-pw"}})
 		res, err, logs := tick(t)
-		noSecret(t, user, "wr0ng-pw", show(res, err, logs))
+		noSecret(t, user, "wr0ng-pw", shown(res, err, logs))
 		if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") {
 			t.Errorf("error %v, want 401", err)
 		}
@@ -194,25 +185,16 @@ func TestOCIRegistryAuthFromDockerConfig(t *testing.T) {
 		return reg.Transport.RoundTrip(r)
 	})
 	tick := func(t *testing.T) (Result, error, string) {
-		cfg, _ := newConfig(t)
-		install(t, cfg, demoChart("1.0.0", oldPin, false), userValues())
-		var logs bytes.Buffer
 		opts := options(t, "")
 		opts.OCI = "oci://" + reg.Host + "/charts"
 		opts.HTTPClient = &http.Client{Transport: rec}
-		opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		res, err := Run(context.Background(), cfg, opts)
-		return res, err, logs.String()
-	}
-	show := func(res Result, err error, logs string) map[string]string {
-		j, _ := json.Marshal(res)
-		return map[string]string{"error": fmt.Sprint(err), "result": string(j), "logs": logs}
+		return debugTick(t, opts)
 	}
 
 	t.Run("no credentials", func(t *testing.T) {
 		dockerConfig(t, map[string][2]string{"registry.example.com": {user, password}})
 		res, err, logs := tick(t)
-		noSecret(t, user, password, show(res, err, logs))
+		noSecret(t, user, password, shown(res, err, logs))
 		if err == nil || !strings.Contains(err.Error(), "check the credentials for "+reg.Host+" in DOCKER_CONFIG") {
 			t.Errorf("error %v, want a refusal naming the host and where credentials come from", err)
 		}
@@ -220,7 +202,7 @@ func TestOCIRegistryAuthFromDockerConfig(t *testing.T) {
 	t.Run("wrong password", func(t *testing.T) {
 		dockerConfig(t, map[string][2]string{reg.Host: {user, "wr0ng-pw"}})
 		res, err, logs := tick(t)
-		noSecret(t, user, "wr0ng-pw", show(res, err, logs))
+		noSecret(t, user, "wr0ng-pw", shown(res, err, logs))
 		if err == nil || !strings.Contains(err.Error(), "check the credentials for "+reg.Host) {
 			t.Errorf("error %v, want a refusal naming the host", err)
 		}
@@ -231,7 +213,7 @@ func TestOCIRegistryAuthFromDockerConfig(t *testing.T) {
 		sent = nil
 		mu.Unlock()
 		res, err, logs := tick(t)
-		noSecret(t, user, password, show(res, err, logs))
+		noSecret(t, user, password, shown(res, err, logs))
 		if err != nil || res.Decision != DecisionUpgraded || res.Target != "1.1.0" {
 			t.Fatalf("result %+v, error %v", res, err)
 		}
@@ -257,3 +239,21 @@ func TestOCIRegistryAuthFromDockerConfig(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// debugTick runs one tick with opts on a fresh in-memory store holding the
+// demo chart 1.0.0, and returns its result, error and debug log.
+func debugTick(t *testing.T, opts Options) (Result, error, string) {
+	t.Helper()
+	cfg, _ := newConfig(t)
+	install(t, cfg, demoChart("1.0.0", oldPin, false), userValues())
+	var logs bytes.Buffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	res, err := Run(context.Background(), cfg, opts)
+	return res, err, logs.String()
+}
+
+// shown is everything a tick shows: its error, its result and its log.
+func shown(res Result, err error, logs string) map[string]string {
+	j, _ := json.Marshal(res)
+	return map[string]string{"error": fmt.Sprint(err), "result": string(j), "logs": logs}
+}
