@@ -2,7 +2,6 @@ package pin
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/internal/chartfile"
+	"github.com/chartpin/chartpin/internal/failure"
 )
 
 // Copies (docs/design.md#copies-of-an-old-pin): rewriting a pin once broke four unit tests that
@@ -294,11 +294,11 @@ func copiesError(hits []copyHit) error {
 		}
 		lines = append(lines, l)
 	}
-	msg := "the old digest of a moving pin is copied elsewhere in the chart; rerun with --rewrite-copies to update them, or remove them"
+	msg := "the old digest of a moving pin is copied elsewhere in the chart; rerun with {{RewriteCopies}} to update them, or remove them"
 	if kept {
-		msg += " (--rewrite-copies lists values.yaml comments but never edits them)"
+		msg += " ({{RewriteCopies}} lists values.yaml comments but never edits them)"
 	}
-	return errors.New(msg + ":\n" + strings.Join(lines, "\n"))
+	return failure.Optionf(msg+":\n%s", strings.Join(lines, "\n"))
 }
 
 // commentCopies finds old digests in values.yaml outside every scalar: in

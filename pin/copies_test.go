@@ -104,7 +104,7 @@ func TestCopiesInValuesComments(t *testing.T) {
 		vpath + ":7: " + copyOld + " (old digest of image.digest): a comment in values.yaml: listed, never rewritten",
 		vpath + ":8: " + copyOld + " (old digest of image.digest): a comment in values.yaml",
 		vpath + ":9: " + copyOld + " (old digest of image.digest)\n",
-		"--rewrite-copies lists values.yaml comments but never edits them",
+		"(RewriteCopies lists values.yaml comments but never edits them)",
 	} {
 		if !strings.Contains(err.Error()+"\n", want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

@@ -279,7 +279,7 @@ func TestEdgeChartRefusals(t *testing.T) {
 	}{
 		{
 			name: "copies listed without --rewrite-copies",
-			want: []string{"rerun with --rewrite-copies", "templates/tests/ingestor_test.yaml:7: ", "Chart.yaml:8: ", "templates/_helpers.tpl:3: ", "old digest of images.ingestor.prodDigest"},
+			want: []string{"rerun with RewriteCopies to update them", "templates/tests/ingestor_test.yaml:7: ", "Chart.yaml:8: ", "templates/_helpers.tpl:3: ", "old digest of images.ingestor.prodDigest"},
 			code: 1,
 		},
 		{

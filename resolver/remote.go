@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -297,11 +298,11 @@ func classify(ref string, err error) error {
 	}
 	if s := err.Error(); strings.Contains(s, "server gave HTTP response to HTTPS client") || strings.Contains(s, "does not look like a TLS handshake") {
 		host := hostOf(ref)
-		return fmt.Errorf("resolving %s: %s speaks plain HTTP: pass --insecure-registry %s if that is intended: %w", ref, host, host, err)
+		return failure.Optionf("resolving %s: %s speaks plain HTTP: pass {{InsecureRegistries}} %s if that is intended: %w", ref, host, host, err)
 	}
 	var dnsErr *net.DNSError
 	if retryableError(err) || errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dnsErr) {
-		return fmt.Errorf("resolving %s: %w; check that %s is reachable (and the registry name or --registry-mirror is right), or try again later", ref, err, hostOf(ref))
+		return failure.Optionf("resolving %s: %w; check that %s is reachable (and the registry name or {{Mirrors}} is right), or try again later", ref, err, hostOf(ref))
 	}
 	return fmt.Errorf("resolving %s: %w", ref, err)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -88,8 +89,8 @@ func TestPlainHTTPOnlyForInsecureHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = r.Resolve(context.Background(), reg.Host+"/app:1.0")
-	if err == nil || !strings.Contains(err.Error(), "--insecure-registry "+reg.Host) {
-		t.Fatalf("err = %v, want a refusal naming --insecure-registry", err)
+	if err == nil || !strings.Contains(err.Error(), "InsecureRegistries "+reg.Host) {
+		t.Fatalf("err = %v, want a refusal naming InsecureRegistries", err)
 	}
 }
 
@@ -371,8 +372,8 @@ func TestSecureRegistryNeverFallsBackToHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = r.Resolve(context.Background(), reg.Host+"/app:1")
-	if err == nil || !strings.Contains(err.Error(), "--insecure-registry "+reg.Host) {
-		t.Fatalf("err = %v, want advice naming --insecure-registry", err)
+	if err == nil || !strings.Contains(err.Error(), "InsecureRegistries "+reg.Host) {
+		t.Fatalf("err = %v, want advice naming InsecureRegistries", err)
 	}
 	if strings.Join(rec.schemes, ",") != "https" || reg.Count("") != 0 {
 		t.Errorf("schemes on the wire = %v (registry handled %d), want one https attempt and no plain HTTP", rec.schemes, reg.Count(""))
@@ -543,6 +544,10 @@ func TestTokenRealmOverPlainHTTPElsewhereIsRefused(t *testing.T) {
 	_, err = r.Resolve(context.Background(), host+"/app:1")
 	if err == nil || !strings.Contains(err.Error(), "plain HTTP to "+realmHost+" refused") {
 		t.Errorf("err = %v, want plain HTTP to the realm refused", err)
+	}
+	// The option stays visible to a command line that renders it as its flag.
+	if got := failure.Render(err, strings.ToUpper); !strings.Contains(got, "pass INSECUREREGISTRIES "+realmHost) {
+		t.Errorf("rendered %q: want the option rendered by the caller", got)
 	}
 	if n := realmHits.Load(); n != 0 {
 		t.Errorf("the plain-HTTP realm on another host got %d request(s), credentials included", n)

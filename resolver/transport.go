@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/chartpin/chartpin/internal/failure"
 )
 
 // Stats counts the requests a Remote sent. Every request that reaches the
@@ -116,7 +118,7 @@ type insecureGuard struct {
 
 func (g *insecureGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme == "http" && !g.allowed[canonicalHost(req.URL.Host)] {
-		return nil, fmt.Errorf("plain HTTP to %s refused: pass --insecure-registry %s if that registry really has no TLS", req.URL.Host, req.URL.Host)
+		return nil, failure.Optionf("plain HTTP to %s refused: pass {{InsecureRegistries}} %s if that registry really has no TLS", req.URL.Host, req.URL.Host)
 	}
 	return g.next.RoundTrip(req)
 }

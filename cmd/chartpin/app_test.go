@@ -92,16 +92,21 @@ func TestOptionErrorsNameFlags(t *testing.T) {
 	if lib == nil || strings.Contains(lib.Error(), "--") || !strings.Contains(lib.Error(), "MinAge -1h0m0s") {
 		t.Errorf("library error %v: want option fields, no flags", lib)
 	}
+	reg := registrytest.New(t)
+	reg.PushIndex(t, "app", "1", "linux/amd64")
 	for _, tc := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"upgrade", "--min-age", "-1h"}, "upgrade: --release is required; --chart is required; one of --repo URL or --oci oci://HOST/PATH is required; --min-age -1h0m0s: want"},
-		{[]string{"publish", "--index-dir", "site", "--prerelease-base-url", "https://x.example/pre", "."}, "--prerelease-base-url without --prerelease-index"},
+		{[]string{"upgrade", "--min-age", "-1h"}, 2, "upgrade: --release is required; --chart is required; one of --repo URL or --oci oci://HOST/PATH is required; --min-age -1h0m0s: want"},
+		{[]string{"publish", "--index-dir", "site", "--prerelease-base-url", "https://x.example/pre", "."}, 2, "--prerelease-base-url without --prerelease-index"},
+		{[]string{"resolve", reg.Host + "/app:1"}, 1, "speaks plain HTTP: pass --insecure-registry " + reg.Host + " if that is intended"},
+		{[]string{"--timeout", "5s", "resolve", "127.0.0.1:1/app:1"}, 1, "(and the registry name or --registry-mirror is right)"},
 	} {
 		_, errOut, code := runCLI(t, tc.args...)
-		if code != 2 || !strings.Contains(errOut, tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
 		}
 	}
 }

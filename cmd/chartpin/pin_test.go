@@ -398,7 +398,7 @@ func TestPinBadInput(t *testing.T) {
 		{name: "copy of the old digest without --rewrite-copies",
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", d1), "templates/NOTES.txt": "# pinned " + d1 + "\n"},
 			lock:  movedLock,
-			want:  []string{"templates/NOTES.txt:1: " + d1 + " (old digest of app.image.digest)", "rerun with --rewrite-copies"}, code: 1},
+			want:  []string{"templates/NOTES.txt:1: " + d1 + " (old digest of app.image.digest)", "rerun with --rewrite-copies to update them, or remove them"}, code: 1},
 		{name: "a pinnable chart beside a failing one: neither is written",
 			files: map[string]string{"Chart.yaml": goodChart, "values.yaml": block("example.org", "1.0", d1), "templates/NOTES.txt": "# pinned " + d1 + "\n",
 				"other/Chart.yaml": goodChart, "other/values.yaml": block("example.org", "1.0", d1)},
