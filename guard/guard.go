@@ -10,7 +10,6 @@ package guard
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -175,7 +174,7 @@ func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, erro
 		opt(&o)
 	}
 	if base == "" {
-		return nil, failure.Input(errors.New("guard: no base revision; pass --base REF, e.g. --base origin/main"))
+		return nil, failure.Input(failure.Optionf("guard: no base revision; pass {{Base}} REF, e.g. {{Base}} origin/main"))
 	}
 	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if err != nil {
@@ -192,9 +191,9 @@ func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, erro
 
 	baseHash, err := repo.ResolveRevision(plumbing.Revision(base))
 	if err != nil {
-		return nil, failure.Input(fmt.Errorf("resolving --base %s: %w; fetch it first (git fetch origin main, or actions/checkout with fetch-depth: 0)", base, err))
+		return nil, failure.Input(failure.Optionf("resolving {{Base}} %s: %w; fetch it first (git fetch origin main, or actions/checkout with fetch-depth: 0)", base, err))
 	}
-	baseTree, err := g.commitTree(*baseHash, "--base "+base)
+	baseTree, err := g.commitTree(*baseHash, "{{Base}} %s", base)
 	if err != nil {
 		return nil, err
 	}
@@ -240,14 +239,18 @@ type guard struct {
 	published *deprecation.Repository
 }
 
-func (g *guard) commitTree(h plumbing.Hash, what string) (*object.Tree, error) {
+func (g *guard) commitTree(h plumbing.Hash, what string, args ...any) (*object.Tree, error) {
+	// what is a format, so that an option it names stays an option field.
+	errorf := func(format string, err error) error {
+		return failure.Optionf(format, append(append([]any{short(h.String())}, args...), err)...)
+	}
 	c, err := g.repo.CommitObject(h)
 	if err != nil {
-		return nil, fmt.Errorf("reading commit %s (%s): %w; a shallow clone may lack it, fetch with more depth", short(h.String()), what, err)
+		return nil, errorf("reading commit %s ("+what+"): %w; a shallow clone may lack it, fetch with more depth", err)
 	}
 	t, err := c.Tree()
 	if err != nil {
-		return nil, fmt.Errorf("reading the tree of %s (%s): %w", short(h.String()), what, err)
+		return nil, errorf("reading the tree of %s ("+what+"): %w", err)
 	}
 	return t, nil
 }
@@ -257,7 +260,7 @@ func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *objec
 	c := Chart{Dir: dir}
 	before, err := g.treeFiles(baseTree, dir)
 	if err != nil {
-		return c, false, fmt.Errorf("reading %s at --base: %w", dir, err)
+		return c, false, failure.Optionf("reading %s at {{Base}}: %w", dir, err)
 	}
 	atHead, err := g.treeFiles(headTree, dir)
 	if err != nil {
@@ -271,7 +274,7 @@ func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *objec
 	chartFile := path.Join(dir, "Chart.yaml")
 	switch {
 	case before == nil && now == nil:
-		return c, false, failure.Input(fmt.Errorf("%s: no Chart.yaml at --base or in the working tree; is it a chart directory?", dir))
+		return c, false, failure.Input(failure.Optionf("%s: no Chart.yaml at {{Base}} or in the working tree; is it a chart directory?", dir))
 	case now == nil:
 		c.State = Removed
 		meta, err := g.treeMeta(baseTree, chartFile)

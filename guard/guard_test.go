@@ -60,8 +60,11 @@ func TestNoBaseIsInput(t *testing.T) {
 	r := guardtest.New(t)
 	r.Chart("a", "a", "1.0.0", "1.0.0")
 	r.Base()
-	if _, err := guard.Check(context.Background(), r.Dir, ""); failure.Code(err) != 2 {
-		t.Errorf("no base: %v", err)
+	if _, err := guard.Check(context.Background(), r.Dir, ""); failure.Code(err) != 2 || !strings.Contains(err.Error(), "pass Base REF") || strings.Contains(err.Error(), "--") {
+		t.Errorf("no base: %v; want exit 2 naming the option Base, no flag", err)
+	}
+	if _, err := guard.Check(context.Background(), r.Dir, "no-such-rev"); failure.Code(err) != 2 || !strings.Contains(err.Error(), "resolving Base no-such-rev") {
+		t.Errorf("unknown base: %v; want exit 2 naming the option Base", err)
 	}
 	if _, err := guard.Check(context.Background(), t.TempDir(), "origin/main"); failure.Code(err) != 2 {
 		t.Errorf("not a repository: %v", err)

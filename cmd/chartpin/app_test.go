@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chartpin/chartpin/guard/guardtest"
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/upgrade"
 )
@@ -94,6 +95,9 @@ func TestOptionErrorsNameFlags(t *testing.T) {
 	}
 	reg := registrytest.New(t)
 	reg.PushIndex(t, "app", "1", "linux/amd64")
+	repo := guardtest.New(t)
+	repo.Chart("app", "app", "1.0.0", "1.0.0")
+	repo.Base()
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -103,6 +107,7 @@ func TestOptionErrorsNameFlags(t *testing.T) {
 		{[]string{"publish", "--index-dir", "site", "--prerelease-base-url", "https://x.example/pre", "."}, 2, "--prerelease-base-url without --prerelease-index"},
 		{[]string{"resolve", reg.Host + "/app:1"}, 1, "speaks plain HTTP: pass --insecure-registry " + reg.Host + " if that is intended"},
 		{[]string{"--timeout", "5s", "resolve", "127.0.0.1:1/app:1"}, 1, "(and the registry name or --registry-mirror is right)"},
+		{[]string{"guard", "--base", "no-such-rev", repo.Path("app")}, 2, "resolving --base no-such-rev: "},
 	} {
 		_, errOut, code := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
