@@ -209,7 +209,7 @@ func (r *Repo) Fetch(ctx context.Context, branch string) (Branch, error) {
 	refs, err := rem.ListContext(lctx, &git.ListOptions{Auth: r.authFor()})
 	cancel()
 	if err != nil {
-		return b, fmt.Errorf("listing branches of %s: %w; %s", r.remote, err, hint(err))
+		return b, failure.Optionf("listing branches of %s: %w; "+hint(err), r.remote, err)
 	}
 	want := plumbing.NewBranchReferenceName(branch)
 	for _, ref := range refs {
@@ -227,7 +227,7 @@ func (r *Repo) Fetch(ctx context.Context, branch string) (Branch, error) {
 		err := r.repo.FetchContext(fctx, &git.FetchOptions{RemoteName: r.remote, RefSpecs: []config.RefSpec{spec}, Auth: r.authFor()})
 		cancel()
 		if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-			return b, fmt.Errorf("fetching %s/%s: %w; %s", r.remote, branch, err, hint(err))
+			return b, failure.Optionf("fetching %s/%s: %w; "+hint(err), r.remote, branch, err)
 		}
 	}
 	c, err := r.repo.CommitObject(b.Tip)
@@ -371,7 +371,7 @@ func (r *Repo) Commit(ctx context.Context, req CommitRequest) (Commit, error) {
 func (r *Repo) setBranch(branch string, h plumbing.Hash) error {
 	ref := plumbing.NewHashReference(plumbing.NewBranchReferenceName(branch), h)
 	if head, err := r.repo.Head(); err == nil && head.Name() == ref.Name() {
-		return fmt.Errorf("branch %s is checked out in %s; run chartpin release from the base branch or pass --branch", branch, r.root)
+		return failure.Optionf("branch %s is checked out in %s; run chartpin release from the base branch or pass {{Branch}}", branch, r.root)
 	}
 	if err := r.repo.Storer.SetReference(ref); err != nil {
 		return fmt.Errorf("updating local branch %s: %w", branch, err)
@@ -438,7 +438,7 @@ func (r *Repo) Push(ctx context.Context, branch string, commit plumbing.Hash, ba
 		return fmt.Errorf("%w: pushing %s to %s: the branch was %s when chartpin looked and someone else has pushed since (%v); nothing was overwritten: re-run to start from their state",
 			ErrMoved, short(commit), r.remote+"/"+branch, was, err)
 	default:
-		return fmt.Errorf("pushing %s to %s/%s: %w; %s", short(commit), r.remote, branch, err, hint(err))
+		return failure.Optionf("pushing %s to %s/%s: %w; "+hint(err), short(commit), r.remote, branch, err)
 	}
 }
 
@@ -466,7 +466,8 @@ func isSSHURL(u string) bool {
 	return strings.Contains(u, "@") && strings.Contains(u, ":") // scp-like git@host:owner/repo
 }
 
-// hint names the next step for common transport failures.
+// hint names the next step for common transport failures, as a format that
+// may name option fields.
 func hint(err error) string {
 	switch {
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
@@ -474,7 +475,7 @@ func hint(err error) string {
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		return "check the remote URL and that the token can see the repository"
 	case errors.Is(err, context.DeadlineExceeded):
-		return "the remote did not answer in time; raise --timeout or re-run"
+		return "the remote did not answer in time; raise {{Timeout}} or re-run"
 	}
 	return "check the remote URL and network, then re-run (release is idempotent)"
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/gittest"
 	"github.com/go-git/go-git/v5/plumbing"
 )
@@ -460,5 +461,24 @@ func TestLeaseCheckedByServer(t *testing.T) {
 	t.Logf("server-side refusal: %v", err)
 	if got := gittest.Git(t, bare, "rev-parse", "chartpin/pins"); got != main {
 		t.Fatalf("branch at %s, want the concurrent update %s kept", got, main)
+	}
+}
+
+// Committing onto the checked-out branch is refused, naming the option that
+// picks another branch (a command line renders it as its flag).
+func TestCheckedOutBranchRefusedNamingBranch(t *testing.T) {
+	work, _ := fixture(t)
+	r := open(t, work)
+	head, _ := r.Head()
+	current := strings.TrimSpace(gittest.Git(t, work, "branch", "--show-current"))
+	_, err := r.Commit(context.Background(), CommitRequest{Branch: current, Parent: head, Message: "pin", Files: pinFiles(work, "sha256:ddd")})
+	if err == nil || !strings.Contains(err.Error(), "pass Branch") || strings.Contains(err.Error(), "--branch") {
+		t.Fatalf("err = %v, want a refusal naming the option Branch", err)
+	}
+	if got := failure.Render(err, strings.ToUpper); !strings.Contains(got, "pass BRANCH") {
+		t.Errorf("rendered %q: want the option rendered by the caller", got)
+	}
+	if got := hint(context.DeadlineExceeded); !strings.Contains(got, "raise {{Timeout}}") {
+		t.Errorf("deadline hint %q: want the option Timeout", got)
 	}
 }
