@@ -128,7 +128,7 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 // Write writes the config atomically; an existing file is replaced only with force.
 func (r *Result) Write(force bool) error {
 	if _, err := os.Stat(r.Path); err == nil && !force {
-		return failure.Input(fmt.Errorf("%s exists; init never overwrites it: --force replaces it, --dry-run prints what init would write", r.Path))
+		return failure.Input(failure.Optionf("%s exists; init never overwrites it: {{Force}} replaces it, {{DryRun}} prints what init would write", r.Path))
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("checking %s: %w", r.Path, err)
 	}

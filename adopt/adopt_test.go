@@ -97,7 +97,7 @@ func TestWriteNeverOverwrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = res.Write(false)
-	if failure.Code(err) != 2 || !strings.Contains(err.Error(), "--force replaces it") {
+	if failure.Code(err) != 2 || !strings.Contains(err.Error(), "Force replaces it, DryRun prints") {
 		t.Errorf("write over an existing file: %v", err)
 	}
 	if b, _ := os.ReadFile(cfg); string(b) != "# mine\n" {

@@ -136,7 +136,7 @@ func Load(path string) (*File, error) {
 	}
 	data, err := os.ReadFile(abs)
 	if err != nil {
-		return nil, failure.Input(fmt.Errorf("reading config: %w; pass --config FILE or run without one for discovery", err))
+		return nil, failure.Input(failure.Optionf("reading config: %w; pass {{ConfigPath}} FILE or run without one for discovery", err))
 	}
 	return Parse(abs, data)
 }
@@ -176,7 +176,7 @@ func (f *File) Select(dirs []string) ([]Chart, error) {
 			for _, c := range f.Charts {
 				known = append(known, c.Dir)
 			}
-			return nil, failure.Input(fmt.Errorf("chart dir %s is not configured in %s (configured: %s); add it under charts: or drop --config",
+			return nil, failure.Input(failure.Optionf("chart dir %s is not configured in %s (configured: %s); add it under charts: or drop {{ConfigPath}}",
 				d, f.Path, strings.Join(known, ", ")))
 		}
 	}

@@ -169,8 +169,11 @@ func TestSelectAndFind(t *testing.T) {
 		t.Errorf("Select(b) = %+v, %v", got, err)
 	}
 	_, err = f.Select([]string{filepath.Join(base, "charts/c")})
-	if err == nil || failure.Code(err) != 2 || !strings.Contains(err.Error(), "charts/c is not configured") {
-		t.Errorf("Select(c) err = %v", err)
+	if err == nil || failure.Code(err) != 2 || !strings.Contains(err.Error(), "charts/c is not configured") || !strings.HasSuffix(err.Error(), "or drop ConfigPath") {
+		t.Errorf("Select(c) err = %v; want exit 2 naming the option ConfigPath", err)
+	}
+	if _, err := Load(filepath.Join(base, "missing.yaml")); failure.Code(err) != 2 || !strings.Contains(err.Error(), "pass ConfigPath FILE") {
+		t.Errorf("Load(missing) err = %v; want exit 2 naming the option ConfigPath", err)
 	}
 	if found, err := Find(base); err != nil || found != p {
 		t.Errorf("Find = %q, %v", found, err)

@@ -86,6 +86,7 @@ var optionFlags = map[string]string{
 	"API":                "github-api",
 	"InsecureRegistries": "insecure-registry",
 	"Mirrors":            "registry-mirror",
+	"ConfigPath":         "config",
 }
 
 // flagOf is the flag that sets an options field: PrereleaseBaseURL is

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +76,7 @@ func TestFlagOfOptionFields(t *testing.T) {
 		"PrereleaseIndex": "--prerelease-index", "PrereleaseBaseURL": "--prerelease-base-url", "BaseURL": "--base-url",
 		"OCI": "--oci", "IndexDir": "--index-dir", "PagesBranch": "--pages-branch", "AppVersion": "--app-version",
 		"RepoURL": "--repo", "MinAge": "--min-age", "API": "--github-api", "SignKey": "--key", "WriteDigests": "--write-digests",
-		"InsecureRegistries": "--insecure-registry", "AllowPrerelease": "--allow-prerelease", "Keyring": "--keyring",
+		"InsecureRegistries": "--insecure-registry", "ConfigPath": "--config", "Force": "--force", "DryRun": "--dry-run", "AllowPrerelease": "--allow-prerelease", "Keyring": "--keyring",
 	} {
 		if got := flagOf(field); got != want || !defined[got] {
 			t.Errorf("flagOf(%s) = %s (defined %v), want %s", field, got, defined[got], want)
@@ -98,6 +100,10 @@ func TestOptionErrorsNameFlags(t *testing.T) {
 	repo := guardtest.New(t)
 	repo.Chart("app", "app", "1.0.0", "1.0.0")
 	repo.Base()
+	cfg := filepath.Join(t.TempDir(), "chartpin.yaml")
+	if err := os.WriteFile(cfg, []byte("charts:\n  - dir: other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -107,6 +113,9 @@ func TestOptionErrorsNameFlags(t *testing.T) {
 		{[]string{"publish", "--index-dir", "site", "--prerelease-base-url", "https://x.example/pre", "."}, 2, "--prerelease-base-url without --prerelease-index"},
 		{[]string{"resolve", reg.Host + "/app:1"}, 1, "speaks plain HTTP: pass --insecure-registry " + reg.Host + " if that is intended"},
 		{[]string{"--timeout", "5s", "resolve", "127.0.0.1:1/app:1"}, 1, "(and the registry name or --registry-mirror is right)"},
+		{[]string{"pin", "--config", filepath.Join(repo.Dir, "missing.yaml")}, 2, "; pass --config FILE or run without one for discovery"},
+		{[]string{"pin", "--config", cfg, repo.Path("app")}, 2, "add it under charts: or drop --config"},
+		{[]string{"init", "--config", cfg, repo.Path("app")}, 2, "exists; init never overwrites it: --force replaces it, --dry-run prints what init would write"},
 		{[]string{"guard", "--base", "no-such-rev", repo.Path("app")}, 2, "resolving --base no-such-rev: "},
 	} {
 		_, errOut, code := runCLI(t, tc.args...)

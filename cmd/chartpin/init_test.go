@@ -81,7 +81,7 @@ func TestInitThenPin(t *testing.T) {
 	}
 
 	// A second init refuses to overwrite: exit 2, every byte kept.
-	if _, errOut, code := runCLI(t, "init", "--digests", lock, "--config", cfg, chart); code != 2 || !strings.Contains(errOut, "--force replaces it") {
+	if _, errOut, code := runCLI(t, "init", "--digests", lock, "--config", cfg, chart); code != 2 || !strings.Contains(errOut, "--force replaces it, --dry-run prints") {
 		t.Errorf("init over an existing config: exit %d: %s", code, errOut)
 	}
 	sameFiles(t, written, hashDir(t, root), "")
