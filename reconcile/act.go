@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/chartpin/chartpin/internal/failure"
 )
 
 // act carries out the plans: annotations, patches, Events, rollout waits.
@@ -241,7 +243,7 @@ func (r *Reconciler) rolloutError(p *plan, why string) error {
 
 func (r *Reconciler) lockoutError(p *plan) error {
 	k := p.w.key
-	return fmt.Errorf("%s is locked out: %d re-images without a completed rollout (--max-attempts %d), so it was not patched; it runs %s, the tag names %s; find out why its rollout fails (kubectl -n %s rollout status %s), then re-arm it: kubectl -n %s annotate %s %s-",
+	return failure.Optionf("%s is locked out: %d re-images without a completed rollout ({{MaxAttempts}} %d), so it was not patched; it runs %s, the tag names %s; find out why its rollout fails (kubectl -n %s rollout status %s), then re-arm it: kubectl -n %s annotate %s %s-",
 		k, p.attempts, r.o.maxAttempts, joinRunning(p), p.dec[0].Latest, k.namespace, k.ref(), k.namespace, k.ref(), AttemptsAnnotation)
 }
 
@@ -255,7 +257,7 @@ func (r *Reconciler) skipStreakError(p *plan, n int) error {
 	if p.w.failed != "" {
 		why = p.w.failed
 	}
-	return fmt.Errorf("%s was skipped %d ticks in a row (--max-skips %d) because it is not settled (%s): its update path is frozen; look with: kubectl -n %s rollout status %s; kubectl -n %s get pods -l %s; kubectl -n %s describe %s",
+	return failure.Optionf("%s was skipped %d ticks in a row ({{MaxSkips}} %d) because it is not settled (%s): its update path is frozen; look with: kubectl -n %s rollout status %s; kubectl -n %s get pods -l %s; kubectl -n %s describe %s",
 		k, n, r.o.maxSkips, why, k.namespace, k.ref(), k.namespace, sel, k.namespace, k.ref())
 }
 

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/chartpin/chartpin/resolver"
+
+	"github.com/chartpin/chartpin/internal/failure"
 )
 
 // Annotations the reconcile keeps on each workload it manages.
@@ -112,7 +114,7 @@ func (r *Reconciler) Tick(ctx context.Context, f *File) (*Result, error) {
 	if r.o.spread > 0 {
 		r.o.logger.Info("spread: waiting before the first request", "delay", r.o.spread.String())
 		if err := r.o.sleep(ctx, r.o.spread); err != nil {
-			return nil, fmt.Errorf("waiting %s (spread) before the tick: %w; nothing was changed: the spread window must fit in --deadline", r.o.spread, err)
+			return nil, failure.Optionf("waiting %s (spread) before the tick: %w; nothing was changed: the spread window must fit in {{Deadline}}", r.o.spread, err)
 		}
 	}
 	if err := r.loadPullSecrets(ctx, f); err != nil {

@@ -561,7 +561,7 @@ func TestSkipStreak(t *testing.T) {
 	if err == nil || failure.Code(err) != 1 {
 		t.Fatalf("third skip: err %v, want exit 1", err)
 	}
-	for _, want := range []string{"skipped 3 ticks in a row (--max-skips 2)", "0 of 1 replicas available", "kubectl -n prod-ns rollout status deployment/rel-jobs-manager", "kubectl -n prod-ns get pods -l app=rel-jobs-manager"} {
+	for _, want := range []string{"skipped 3 ticks in a row (MaxSkips 2)", "0 of 1 replicas available", "kubectl -n prod-ns rollout status deployment/rel-jobs-manager", "kubectl -n prod-ns get pods -l app=rel-jobs-manager"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

@@ -3,12 +3,12 @@ package reconcile
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"hash/fnv"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/chartpin/chartpin/internal/failure"
 )
 
 // SpreadDelay is a deterministic delay in [0, window) for one edge, derived
@@ -31,15 +31,15 @@ func SpreadDelay(key string, window time.Duration) time.Duration {
 func ServiceAccountKey(path string) (string, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("reading the service account token: %w; outside a cluster pass --jitter-key", err)
+		return "", failure.Optionf("reading the service account token: %w; outside a cluster pass {{JitterKey}}", err)
 	}
 	parts := strings.Split(strings.TrimSpace(string(raw)), ".")
 	if len(parts) != 3 {
-		return "", errors.New("the service account token is not a JWT; pass --jitter-key")
+		return "", failure.Optionf("the service account token is not a JWT; pass {{JitterKey}}")
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return "", errors.New("the service account token's claims are not base64url; pass --jitter-key")
+		return "", failure.Optionf("the service account token's claims are not base64url; pass {{JitterKey}}")
 	}
 	var claims struct {
 		K8s struct {
@@ -53,14 +53,14 @@ func ServiceAccountKey(path string) (string, error) {
 		LegacyUID       string `json:"kubernetes.io/serviceaccount/service-account.uid"`
 	}
 	if err := json.Unmarshal(payload, &claims); err != nil {
-		return "", errors.New("the service account token's claims are not JSON; pass --jitter-key")
+		return "", failure.Optionf("the service account token's claims are not JSON; pass {{JitterKey}}")
 	}
 	ns, uid := claims.K8s.Namespace, claims.K8s.ServiceAccount.UID
 	if uid == "" {
 		ns, uid = claims.LegacyNamespace, claims.LegacyUID
 	}
 	if ns == "" || uid == "" {
-		return "", errors.New("the service account token names no namespace and uid; pass --jitter-key")
+		return "", failure.Optionf("the service account token names no namespace and uid; pass {{JitterKey}}")
 	}
 	return ns + "/" + uid, nil
 }

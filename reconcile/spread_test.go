@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,10 +83,10 @@ func TestServiceAccountKey(t *testing.T) {
 	if err != nil || key != "prod-ns/u-1" {
 		t.Errorf("legacy token: %q, %v", key, err)
 	}
-	if _, err := ServiceAccountKey(write(`{"sub":"x"}`)); err == nil {
-		t.Error("a token without namespace and uid gave a key")
+	if _, err := ServiceAccountKey(write(`{"sub":"x"}`)); err == nil || !strings.HasSuffix(err.Error(), "; pass JitterKey") {
+		t.Errorf("a token without namespace and uid: %v; want an error naming the option JitterKey", err)
 	}
-	if _, err := ServiceAccountKey(filepath.Join(dir, "absent")); err == nil {
-		t.Error("no token file, yet a key")
+	if _, err := ServiceAccountKey(filepath.Join(dir, "absent")); err == nil || !strings.HasSuffix(err.Error(), "outside a cluster pass JitterKey") {
+		t.Errorf("no token file: %v; want an error naming the option JitterKey", err)
 	}
 }

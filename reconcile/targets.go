@@ -72,7 +72,7 @@ type fileYAML struct {
 func ReadTargets(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, failure.Input(fmt.Errorf("reading targets: %w; pass --targets with the file the chart's ConfigMap mounts", err))
+		return nil, failure.Input(failure.Optionf("reading targets: %w; pass {{Targets}} with the file the chart's ConfigMap mounts", err))
 	}
 	return ParseTargets(path, data)
 }

@@ -52,8 +52,8 @@ func TestReadTargets(t *testing.T) {
 	if f.Targets[2].Line != 16 || f.Targets[2].Workload() != "DaemonSet node-agents/rel-resource-monitor" {
 		t.Errorf("target 3 = %+v", f.Targets[2])
 	}
-	if _, err := ReadTargets(filepath.Join(t.TempDir(), "missing.yaml")); !failure.IsInput(err) {
-		t.Errorf("missing file: %v, want an input error", err)
+	if _, err := ReadTargets(filepath.Join(t.TempDir(), "missing.yaml")); !failure.IsInput(err) || !strings.Contains(err.Error(), "; pass Targets with the file") {
+		t.Errorf("missing file: %v, want an input error naming the option Targets", err)
 	}
 }
 

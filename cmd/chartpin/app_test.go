@@ -76,7 +76,9 @@ func TestFlagOfOptionFields(t *testing.T) {
 		"PrereleaseIndex": "--prerelease-index", "PrereleaseBaseURL": "--prerelease-base-url", "BaseURL": "--base-url",
 		"OCI": "--oci", "IndexDir": "--index-dir", "PagesBranch": "--pages-branch", "AppVersion": "--app-version",
 		"RepoURL": "--repo", "MinAge": "--min-age", "API": "--github-api", "SignKey": "--key", "WriteDigests": "--write-digests",
-		"InsecureRegistries": "--insecure-registry", "ConfigPath": "--config", "Force": "--force", "DryRun": "--dry-run", "AllowPrerelease": "--allow-prerelease", "Keyring": "--keyring",
+		"InsecureRegistries": "--insecure-registry", "ConfigPath": "--config", "Force": "--force", "DryRun": "--dry-run",
+		"Base": "--base", "Branch": "--branch", "Timeout": "--timeout", "JitterKey": "--jitter-key", "Targets": "--targets", "Deadline": "--deadline",
+		"MaxAttempts": "--max-attempts", "MaxSkips": "--max-skips", "RewriteCopies": "--rewrite-copies", "Mirrors": "--registry-mirror", "AllowPrerelease": "--allow-prerelease", "Keyring": "--keyring",
 	} {
 		if got := flagOf(field); got != want || !defined[got] {
 			t.Errorf("flagOf(%s) = %s (defined %v), want %s", field, got, defined[got], want)
@@ -116,6 +118,8 @@ func TestOptionErrorsNameFlags(t *testing.T) {
 		{[]string{"pin", "--config", filepath.Join(repo.Dir, "missing.yaml")}, 2, "; pass --config FILE or run without one for discovery"},
 		{[]string{"pin", "--config", cfg, repo.Path("app")}, 2, "add it under charts: or drop --config"},
 		{[]string{"init", "--config", cfg, repo.Path("app")}, 2, "exists; init never overwrites it: --force replaces it, --dry-run prints what init would write"},
+		{[]string{"reconcile", "--targets", filepath.Join(repo.Dir, "missing.yaml")}, 2, "; pass --targets with the file the chart's ConfigMap mounts"},
+		{[]string{"reconcile", "--targets", cfg, "--jitter", "1m"}, 2, "outside a cluster pass --jitter-key"},
 		{[]string{"guard", "--base", "no-such-rev", repo.Path("app")}, 2, "resolving --base no-such-rev: "},
 	} {
 		_, errOut, code := runCLI(t, tc.args...)
