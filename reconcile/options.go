@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/chartpin/chartpin/internal/failure"
 )
 
 // Option configures a Reconciler.
@@ -167,4 +169,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// CheckBudget reports whether a tick's deadline leaves room for the rollout
+// wait and the spread window (SpreadDelay's window), with slack for the reads
+// and patches around them. A tick run past it is killed mid-rollout.
+func CheckBudget(deadline, rolloutTimeout, jitter time.Duration) error {
+	if deadline <= rolloutTimeout+jitter {
+		return failure.Input(failure.Optionf("{{Deadline}} %s must exceed {{RolloutTimeout}} %s plus {{Jitter}} %s (leave slack for resolving, reading and patching)", deadline, rolloutTimeout, jitter))
+	}
+	return nil
 }

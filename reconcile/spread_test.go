@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chartpin/chartpin/internal/failure"
 )
 
 // A fleet's delays fill the window evenly, and each edge's is the same on
@@ -88,5 +90,17 @@ func TestServiceAccountKey(t *testing.T) {
 	}
 	if _, err := ServiceAccountKey(filepath.Join(dir, "absent")); err == nil || !strings.HasSuffix(err.Error(), "outside a cluster pass JitterKey") {
 		t.Errorf("no token file: %v; want an error naming the option JitterKey", err)
+	}
+}
+
+// The deadline must leave room for the rollout wait and the spread window;
+// the error names the options, which a command line renders as its flags.
+func TestCheckBudget(t *testing.T) {
+	if err := CheckBudget(20*time.Minute, 10*time.Minute, 5*time.Minute); err != nil {
+		t.Errorf("20m for a 10m rollout and a 5m window: %v", err)
+	}
+	err := CheckBudget(15*time.Minute, 10*time.Minute, 5*time.Minute)
+	if failure.Code(err) != 2 || !strings.HasPrefix(err.Error(), "Deadline 15m0s must exceed RolloutTimeout 10m0s plus Jitter 5m0s") {
+		t.Errorf("a deadline with no slack: %v; want exit 2 naming Deadline, RolloutTimeout and Jitter", err)
 	}
 }

@@ -78,7 +78,7 @@ func TestFlagOfOptionFields(t *testing.T) {
 		"RepoURL": "--repo", "MinAge": "--min-age", "API": "--github-api", "SignKey": "--key", "WriteDigests": "--write-digests",
 		"InsecureRegistries": "--insecure-registry", "ConfigPath": "--config", "Force": "--force", "DryRun": "--dry-run",
 		"Base": "--base", "Branch": "--branch", "Timeout": "--timeout", "JitterKey": "--jitter-key", "Targets": "--targets", "Deadline": "--deadline",
-		"MaxAttempts": "--max-attempts", "MaxSkips": "--max-skips", "RewriteCopies": "--rewrite-copies", "Mirrors": "--registry-mirror", "AllowPrerelease": "--allow-prerelease", "Keyring": "--keyring",
+		"MaxAttempts": "--max-attempts", "RolloutTimeout": "--rollout-timeout", "Jitter": "--jitter", "MaxSkips": "--max-skips", "RewriteCopies": "--rewrite-copies", "Mirrors": "--registry-mirror", "AllowPrerelease": "--allow-prerelease", "Keyring": "--keyring",
 	} {
 		if got := flagOf(field); got != want || !defined[got] {
 			t.Errorf("flagOf(%s) = %s (defined %v), want %s", field, got, defined[got], want)
@@ -120,6 +120,7 @@ func TestOptionErrorsNameFlags(t *testing.T) {
 		{[]string{"init", "--config", cfg, repo.Path("app")}, 2, "exists; init never overwrites it: --force replaces it, --dry-run prints what init would write"},
 		{[]string{"reconcile", "--targets", filepath.Join(repo.Dir, "missing.yaml")}, 2, "; pass --targets with the file the chart's ConfigMap mounts"},
 		{[]string{"reconcile", "--targets", cfg, "--jitter", "1m"}, 2, "outside a cluster pass --jitter-key"},
+		{[]string{"reconcile", "--targets", cfg, "--rollout-timeout", "10m", "--jitter", "5m", "--deadline", "15m"}, 2, "--deadline 15m0s must exceed --rollout-timeout 10m0s plus --jitter 5m0s (leave slack"},
 		{[]string{"guard", "--base", "no-such-rev", repo.Path("app")}, 2, "resolving --base no-such-rev: "},
 	} {
 		_, errOut, code := runCLI(t, tc.args...)

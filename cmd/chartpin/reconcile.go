@@ -60,8 +60,8 @@ func runReconcile(c *cli.Context) error {
 		return usage("reconcile: --targets FILE is required (the chart mounts its ConfigMap at /etc/chartpin/targets.yaml)")
 	}
 	rollout, deadline, jitter := c.Duration("rollout-timeout"), c.Duration("deadline"), c.Duration("jitter")
-	if deadline <= rollout+jitter {
-		return usage("--deadline %s must exceed --rollout-timeout %s plus --jitter %s (leave slack for resolving, reading and patching)", deadline, rollout, jitter)
+	if err := reconcile.CheckBudget(deadline, rollout, jitter); err != nil {
+		return err
 	}
 	var delay time.Duration
 	if jitter > 0 {
