@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/chartbump"
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/redact"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -55,6 +58,29 @@ type indexFile struct {
 		Version    string `yaml:"version"`
 		Deprecated bool   `yaml:"deprecated"`
 	} `yaml:"entries"`
+}
+
+// Validate refuses an Index URL that cannot be fetched as written (not
+// parseable, no host, a port that is no port): an input error, found before
+// any request. Credentials in it are allowed (they fetch the index) and
+// never printed.
+func (r *Repository) Validate() error {
+	if !strings.HasPrefix(r.Index, "http://") && !strings.HasPrefix(r.Index, "https://") {
+		return nil
+	}
+	u, err := url.Parse(r.Index)
+	if err != nil {
+		return failure.Input(failure.Optionf("{{Index}}: not a URL: %w", redact.Err(err)))
+	}
+	if u.Hostname() == "" {
+		return failure.Input(failure.Optionf("{{Index}} %s: no host", redact.URL(r.Index)))
+	}
+	if p := u.Port(); p != "" || strings.HasSuffix(u.Host, ":") {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return failure.Input(failure.Optionf("{{Index}} %s: port %q is not a number from 1 to 65535", redact.URL(r.Index), p))
+		}
+	}
+	return nil
 }
 
 // Lookup says whether chart version is published in the index or under the

@@ -173,6 +173,11 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 	if len(targets) == 0 {
 		return nil, failure.Input(errors.New("drift: no chart to check; name a chart directory or configure charts in chartpin.yaml"))
 	}
+	if o.repo != nil {
+		if err := o.repo.Validate(); err != nil {
+			return nil, err
+		}
+	}
 	rep := &Report{Offline: o.offline, Checked: o.clock()}
 	for _, t := range targets {
 		pins, notes, err := Pins(t)

@@ -187,6 +187,9 @@ func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, erro
 	g := &guard{o: o, base: base, repo: repo, root: wt.Filesystem.Root(), published: &deprecation.Repository{
 		Index: o.index, OCI: o.oci, Client: o.client, Resolver: o.resolver, Artifacts: o.artifacts, Timeout: o.timeout,
 	}}
+	if err := g.published.Validate(); err != nil {
+		return nil, err
+	}
 	res := &Result{Base: base}
 
 	baseHash, err := repo.ResolveRevision(plumbing.Revision(base))

@@ -189,3 +189,22 @@ func TestDriftReportsARecalledVersionInOCI(t *testing.T) {
 		t.Errorf("guard output:\n%s", out)
 	}
 }
+
+func TestRepositoryURLsAreInputErrors(t *testing.T) {
+	r := guardtest.New(t)
+	r.Chart("app", "app", "0.1.0", "0.1.0")
+	r.Base()
+	dir := driftChart(t, "image:\n  repository: ghcr.io/example/app\n  tag: \"1.0\"\n  digest: \"\"\n")
+	for _, bad := range []string{"http://127.0.0.1:99999/index.yaml", "https://user:s3cret@:8080/index.yaml", "http://[::1/index.yaml"} {
+		for _, args := range [][]string{
+			{"guard", "--base", "origin/main", "--index", bad, r.Path("app")},
+			{"drift", "--index", bad, dir},
+		} {
+			code, out := runCheck(t, args...)
+			wantExit(t, code, 2, out)
+			if !strings.Contains(out, "--index") || strings.Contains(out, "s3cret") {
+				t.Errorf("%s %s: output does not name --index, or shows the password:\n%s", args[0], bad, out)
+			}
+		}
+	}
+}
