@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -32,6 +33,13 @@ const (
 	BumpMinor = "minor"
 	BumpMajor = "major"
 )
+
+// BumpKinds are the valid Options.Bump values, the one list that chartpin.yaml,
+// the command line and the library accept.
+var BumpKinds = []string{BumpPatch, BumpMinor, BumpMajor, BumpNone}
+
+// ValidBump reports whether kind is one of BumpKinds.
+func ValidBump(kind string) bool { return slices.Contains(BumpKinds, kind) }
 
 // appVersion policies for Options.AppVersionPolicy.
 const (
@@ -168,7 +176,7 @@ func bump(v *semver.Version, kind string) (*semver.Version, error) {
 			s = fmt.Sprintf("%d.0.0", v.Major()+1)
 		}
 	default:
-		return nil, failure.Input(fmt.Errorf("unknown bump %q; want patch, minor, major or none", kind))
+		return nil, failure.Input(fmt.Errorf("unknown bump %q; want one of %s", kind, strings.Join(BumpKinds, ", ")))
 	}
 	return semver.StrictNewVersion(s)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"gopkg.in/yaml.v3"
 
+	"github.com/chartpin/chartpin/chartbump"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/yamledit"
 )
@@ -33,9 +34,6 @@ const (
 	FormatTagDigest = "tag@digest" // <tag>@sha256:<hex>
 	FormatRefDigest = "ref@digest" // <registry/repository>:<tag>@sha256:<hex>
 )
-
-// Bump levels.
-var bumps = []string{"patch", "minor", "major", "none"}
 
 // Formats lists the valid format values.
 var Formats = []string{FormatDigest, FormatHex, FormatTagDigest, FormatRefDigest}
@@ -377,8 +375,8 @@ func (p parser) chart(n *yaml.Node) (Chart, error) {
 		if c.Bump, err = p.str(b, "bump"); err != nil {
 			return Chart{}, err
 		}
-		if !contains(bumps, c.Bump) {
-			return Chart{}, p.errf(b, "bump: %q is not one of %s", c.Bump, strings.Join(bumps, ", "))
+		if !chartbump.ValidBump(c.Bump) {
+			return Chart{}, p.errf(b, "bump: %q is not one of %s", c.Bump, strings.Join(chartbump.BumpKinds, ", "))
 		}
 	}
 	if a, ok := fields["appVersion"]; ok {

@@ -195,8 +195,8 @@ func (s *state) refuse(image string, cause error) {
 // Validate checks the options by themselves, before anything is read;
 // errors name option fields.
 func (opts Options) Validate() error {
-	if opts.Bump != "" && !validBump(opts.Bump) {
-		return failure.Input(failure.Optionf("{{Bump}} %q: want patch, minor, major or none", opts.Bump))
+	if opts.Bump != "" && !chartbump.ValidBump(opts.Bump) {
+		return failure.Input(failure.Optionf("{{Bump}} %q: want one of %s", opts.Bump, strings.Join(chartbump.BumpKinds, ", ")))
 	}
 	for _, p := range opts.Platforms {
 		if err := config.ValidPlatform(p); err != nil {
@@ -264,14 +264,6 @@ func (r *Result) Refused() bool {
 		if len(c.Refused) > 0 {
 			return true
 		}
-	}
-	return false
-}
-
-func validBump(b string) bool {
-	switch b {
-	case "patch", "minor", "major", "none":
-		return true
 	}
 	return false
 }
