@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chartpin/chartpin/guard/guardtest"
+	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/upgrade"
 )
@@ -93,6 +94,7 @@ func TestFlagOfOptionFields(t *testing.T) {
 
 // A library names options by field; the command line says the flag.
 func TestOptionErrorsNameFlags(t *testing.T) {
+	failure.SpellFields(nil) // as a Go caller sees it; run sets the flags again
 	lib := upgrade.Options{MinAge: -time.Hour}.Validate()
 	if lib == nil || strings.Contains(lib.Error(), "--") || !strings.Contains(lib.Error(), "MinAge -1h0m0s") {
 		t.Errorf("library error %v: want option fields, no flags", lib)
@@ -126,6 +128,30 @@ func TestOptionErrorsNameFlags(t *testing.T) {
 		_, errOut, code := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+}
+
+// A report that quotes an error (a refused pin's reason) names option
+// fields as flags too, in text and in JSON.
+func TestReportsNameFlags(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: app\nversion: 1.0.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), []byte("image:\n  repository: 127.0.0.1:1/app\n  tag: \"1\"\n  digest: \"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"pin", dir, "--dry-run", "--timeout", "5s"},
+		{"pin", dir, "--dry-run", "--timeout", "5s", "-o", "json"},
+	} {
+		_, out := runCheck(t, args...)
+		if !strings.Contains(out, "REFUSED") && !strings.Contains(out, `"reason": "resolving 127.0.0.1:1/app:1`) {
+			t.Errorf("%v: no refusal in:\n%s", args, out)
+		}
+		if strings.Contains(out, "Mirrors") || strings.Count(out, "--registry-mirror") < 2 {
+			t.Errorf("%v: the report and the error must both name --registry-mirror:\n%s", args, out)
 		}
 	}
 }

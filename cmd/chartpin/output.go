@@ -243,6 +243,9 @@ func sniffFormat(args []string) string {
 // line; under -o json exactly one document on stdout whatever happens; the
 // error on stderr; the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// Option fields read as flags everywhere: in errors and in the reports
+	// (a refused pin's reason, a held entry) that quote one.
+	failure.SpellFields(flagOf)
 	return runApp(ctx, newApp(), args, stdout, stderr)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 )
 
 // A library names the options a caller set by their Go field names, never by
@@ -26,7 +27,28 @@ func Optionf(format string, args ...any) error {
 	return e
 }
 
-func (e *OptionError) Error() string { return e.err.Error() }
+// Error spells the fields as SpellFields says (their Go names by default),
+// so an error that ends up in a report reads like the one on stderr.
+func (e *OptionError) Error() string {
+	if name := spelling.Load(); name != nil {
+		return e.render(*name).Error()
+	}
+	return e.err.Error()
+}
+
+// spelling is the program's way to name option fields (nil: Go field names).
+var spelling atomic.Pointer[func(field string) string]
+
+// SpellFields makes every OptionError's message name its fields as
+// name(field), e.g. a command line's flags. A program calls it once, at
+// start-up; libraries never do. nil restores the Go field names.
+func SpellFields(name func(field string) string) {
+	if name == nil {
+		spelling.Store(nil)
+		return
+	}
+	spelling.Store(&name)
+}
 func (e *OptionError) Unwrap() error { return e.err }
 
 // render is the error with each field marker replaced by name(field); only
