@@ -70,7 +70,7 @@ func TestActionsGolden(t *testing.T) {
 			dir := t.TempDir()
 			vars := map[string]string{"GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": "/work/repo",
 				"GITHUB_STEP_SUMMARY": filepath.Join(dir, "summary"), "GITHUB_OUTPUT": filepath.Join(dir, "output")}
-			gh := ghactions.FromEnv(func(k string) string { return vars[k] }, ghactions.WithToken(counter()))
+			gh := ghactions.FromEnv(func(k string) string { return vars[k] }, ghactions.Options{Token: counter()})
 			var log bytes.Buffer
 			rel := gh.RelPath
 			if err := gh.Untrusted(&log, func(w io.Writer) error { return drift.WriteText(w, rep, rel) }); err != nil {

@@ -96,26 +96,25 @@ type Runner struct {
 	token     func() (string, error)
 }
 
-// Option configures a Runner.
-type Option func(*Runner)
-
-// WithToken replaces the random delimiter/stop-commands token (for golden tests).
-func WithToken(token func() (string, error)) Option {
-	return func(r *Runner) { r.token = token }
+// Options configures a Runner; the zero value is what the CLI uses.
+type Options struct {
+	// Token makes the delimiter/stop-commands token (default: random; golden
+	// tests pass a fixed one).
+	Token func() (string, error)
 }
 
 // FromEnv reads GITHUB_ACTIONS, GITHUB_STEP_SUMMARY, GITHUB_OUTPUT and
 // GITHUB_WORKSPACE through getenv (os.Getenv in the CLI).
-func FromEnv(getenv func(string) string, opts ...Option) *Runner {
+func FromEnv(getenv func(string) string, opts Options) *Runner {
 	r := &Runner{
 		enabled:   getenv("GITHUB_ACTIONS") == "true",
 		summary:   getenv("GITHUB_STEP_SUMMARY"),
 		output:    getenv("GITHUB_OUTPUT"),
 		workspace: getenv("GITHUB_WORKSPACE"),
-		token:     randomToken,
+		token:     opts.Token,
 	}
-	for _, o := range opts {
-		o(r)
+	if r.token == nil {
+		r.token = randomToken
 	}
 	return r
 }

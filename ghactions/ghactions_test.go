@@ -57,7 +57,7 @@ func sampleReport(r *ghactions.Runner) ghactions.Report {
 
 func TestEmitGolden(t *testing.T) {
 	getenv, summary, output := env(t, "true")
-	r := ghactions.FromEnv(getenv, ghactions.WithToken(counter()))
+	r := ghactions.FromEnv(getenv, ghactions.Options{Token: counter()})
 	if !r.Enabled() {
 		t.Fatal("GITHUB_ACTIONS=true: want enabled")
 	}
@@ -90,7 +90,7 @@ func TestEmitGolden(t *testing.T) {
 // chartpin meant, or inside a stop-commands block.
 func TestInjectionInert(t *testing.T) {
 	getenv, _, output := env(t, "true")
-	r := ghactions.FromEnv(getenv, ghactions.WithToken(counter()))
+	r := ghactions.FromEnv(getenv, ghactions.Options{Token: counter()})
 	var log bytes.Buffer
 	if err := r.Untrusted(&log, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "tag %s\n", hostileTag)
@@ -178,7 +178,7 @@ func parseOutputs(t *testing.T, s string) map[string]string {
 
 func TestDelimiterCollisionRefused(t *testing.T) {
 	getenv, _, output := env(t, "true")
-	r := ghactions.FromEnv(getenv, ghactions.WithToken(func() (string, error) { return "fixed", nil }))
+	r := ghactions.FromEnv(getenv, ghactions.Options{Token: func() (string, error) { return "fixed", nil }})
 	err := r.Emit(io.Discard, ghactions.Report{Outputs: []ghactions.Output{{Name: "version", Value: "x\nghadelimiter_fixed\nchanged=true"}}})
 	if err == nil {
 		t.Fatal("a value containing the delimiter was written")
@@ -190,7 +190,7 @@ func TestDelimiterCollisionRefused(t *testing.T) {
 
 func TestDisabledWritesNothing(t *testing.T) {
 	getenv, summary, output := env(t, "")
-	r := ghactions.FromEnv(getenv)
+	r := ghactions.FromEnv(getenv, ghactions.Options{})
 	if r.Enabled() {
 		t.Fatal("without GITHUB_ACTIONS=true: want disabled")
 	}
@@ -213,7 +213,7 @@ func TestDisabledWritesNothing(t *testing.T) {
 
 func TestUnwritableSummaryIsAnError(t *testing.T) {
 	vars := map[string]string{"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": filepath.Join(t.TempDir(), "missing", "summary.md")}
-	r := ghactions.FromEnv(func(k string) string { return vars[k] })
+	r := ghactions.FromEnv(func(k string) string { return vars[k] }, ghactions.Options{})
 	if err := r.Emit(io.Discard, ghactions.Report{Summary: "x"}); err == nil {
 		t.Fatal("an unwritable step summary was not reported")
 	}
@@ -240,7 +240,7 @@ func TestEscaping(t *testing.T) {
 
 func TestRelPath(t *testing.T) {
 	getenv, _, _ := env(t, "true")
-	r := ghactions.FromEnv(getenv)
+	r := ghactions.FromEnv(getenv, ghactions.Options{})
 	for in, want := range map[string]string{
 		"/home/runner/work/repo/charts/x/values.yaml": "charts/x/values.yaml",
 		"/elsewhere/values.yaml":                      "/elsewhere/values.yaml",
@@ -254,7 +254,7 @@ func TestRelPath(t *testing.T) {
 
 func TestTooManyAnnotationsSaySo(t *testing.T) {
 	getenv, _, _ := env(t, "true")
-	r := ghactions.FromEnv(getenv)
+	r := ghactions.FromEnv(getenv, ghactions.Options{})
 	var rep ghactions.Report
 	for i := 0; i < 12; i++ {
 		rep.Annotations = append(rep.Annotations, ghactions.Annotation{Level: ghactions.Error, Message: fmt.Sprint(i)})

@@ -86,7 +86,7 @@ func show(c *cli.Context, v view) error {
 	if err != nil {
 		return err
 	}
-	gh := ghactions.FromEnv(os.Getenv)
+	gh := ghactions.FromEnv(os.Getenv, ghactions.Options{})
 	annotations := c.App.Writer
 	switch f {
 	case "json":
