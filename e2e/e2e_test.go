@@ -712,8 +712,8 @@ func (w *world) newResolver() (*resolver.Remote, error) {
 // runRelease is `chartpin release` in checkout dir (cmd/chartpin/release.go):
 // --repo acme/edge --github-api FAKE --label release, GITHUB_TOKEN set.
 func (w *world) runRelease(dir string) (*chartrelease.Report, error) {
-	repo, err := gitops.Open(dir, gitops.WithRemote("origin"), gitops.WithToken(ghToken), gitops.WithLogger(discard()),
-		gitops.WithCommitter("chartpin", "chartpin@users.noreply.github.com"), gitops.WithTimeout(time.Minute))
+	repo, err := gitops.Open(dir, gitops.Options{Remote: "origin", Token: ghToken, Logger: discard(),
+		CommitterName: "chartpin", CommitterEmail: "chartpin@users.noreply.github.com", Timeout: time.Minute})
 	if err != nil {
 		return nil, err
 	}

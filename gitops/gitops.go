@@ -8,6 +8,7 @@
 package gitops
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,71 +59,50 @@ type Repo struct {
 	log     *slog.Logger
 }
 
-// Option configures Open.
-type Option func(*Repo)
-
-// WithRemote names the remote to push to (default origin).
-func WithRemote(name string) Option { return func(r *Repo) { r.remote = name } }
-
-// WithToken authenticates HTTPS pushes with a token (GitHub: GITHUB_TOKEN).
-func WithToken(token string) Option {
-	return func(r *Repo) {
-		if token != "" {
-			r.auth = &githttp.BasicAuth{Username: "x-access-token", Password: token}
-		}
-	}
+// Options configures Open; the zero value pushes to origin without
+// credentials, as chartpin, with a two-minute bound on each network step.
+type Options struct {
+	// Remote names the remote to push to (default origin).
+	Remote string
+	// Token authenticates HTTPS pushes (GitHub: GITHUB_TOKEN).
+	Token string
+	// SSHKey is a private key file for SSH pushes; SSHPassphrase unlocks it.
+	// A key that cannot be read fails the first network step, not Open.
+	SSHKey, SSHPassphrase string
+	// CommitterName and CommitterEmail author chartpin's commits (default
+	// chartpin <chartpin@users.noreply.github.com>).
+	CommitterName, CommitterEmail string
+	// Now is the commit time source (default time.Now).
+	Now func() time.Time
+	// Timeout bounds each network step (default 2m).
+	Timeout time.Duration
+	// Logger receives progress (default: discard).
+	Logger *slog.Logger
 }
-
-// WithSSHKey authenticates SSH pushes with a private key file.
-func WithSSHKey(path, passphrase string) Option {
-	return func(r *Repo) {
-		k, err := gitssh.NewPublicKeysFromFile("git", path, passphrase)
-		if err != nil {
-			r.authErr = fmt.Errorf("reading ssh key %s: %w; fix the key path or passphrase", path, err)
-			return
-		}
-		r.sshAuth = k
-	}
-}
-
-// WithAuth sets any go-git auth method (an SSH one is used for SSH remotes,
-// any other for HTTP(S) remotes).
-func WithAuth(a transport.AuthMethod) Option {
-	return func(r *Repo) {
-		if _, ok := a.(gitssh.AuthMethod); ok {
-			r.sshAuth = a
-		} else {
-			r.auth = a
-		}
-	}
-}
-
-// WithCommitter sets the author and committer of chartpin's commits.
-func WithCommitter(name, email string) Option {
-	return func(r *Repo) { r.name, r.email = name, email }
-}
-
-// WithClock sets the commit time source (tests).
-func WithClock(now func() time.Time) Option { return func(r *Repo) { r.now = now } }
-
-// WithTimeout bounds each network step (default 2m).
-func WithTimeout(d time.Duration) Option { return func(r *Repo) { r.timeout = d } }
-
-// WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(r *Repo) { r.log = l } }
 
 // Open opens the repository containing dir.
-func Open(dir string, opts ...Option) (*Repo, error) {
+func Open(dir string, opts Options) (*Repo, error) {
 	r := &Repo{
-		remote:  "origin",
-		name:    "chartpin",
-		email:   "chartpin@users.noreply.github.com",
-		now:     time.Now,
-		timeout: 2 * time.Minute,
-		log:     slog.New(slog.DiscardHandler),
+		remote:  cmp.Or(opts.Remote, "origin"),
+		name:    cmp.Or(opts.CommitterName, "chartpin"),
+		email:   cmp.Or(opts.CommitterEmail, "chartpin@users.noreply.github.com"),
+		now:     opts.Now,
+		timeout: cmp.Or(opts.Timeout, 2*time.Minute),
+		log:     cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
 	}
-	for _, o := range opts {
-		o(r)
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if opts.Token != "" {
+		r.auth = &githttp.BasicAuth{Username: "x-access-token", Password: opts.Token}
+	}
+	if opts.SSHKey != "" {
+		k, err := gitssh.NewPublicKeysFromFile("git", opts.SSHKey, opts.SSHPassphrase)
+		if err != nil {
+			r.authErr = fmt.Errorf("reading ssh key %s: %w; fix the key path or passphrase", opts.SSHKey, err)
+		} else {
+			r.sshAuth = k
+		}
 	}
 	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
 	if err != nil {

@@ -49,10 +49,12 @@ func fixture(t *testing.T) (work, bare string) {
 	return work, bare
 }
 
-func open(t *testing.T, dir string, opts ...Option) *Repo {
+// open opens dir with opts and a clock that ticks a second per commit.
+func open(t *testing.T, dir string, opts Options) *Repo {
 	t.Helper()
 	clock := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	r, err := Open(dir, append([]Option{WithClock(func() time.Time { clock = clock.Add(time.Second); return clock })}, opts...)...)
+	opts.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
+	r, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func release(t *testing.T, r *Repo, digest string) (Commit, error) {
 
 func TestPushToBareRepository(t *testing.T) {
 	work, bare := fixture(t)
-	r := open(t, work)
+	r := open(t, work, Options{})
 	c, err := release(t, r, "sha256:aaa")
 	if err != nil {
 		t.Fatal(err)
@@ -126,11 +128,11 @@ func TestPushToBareRepository(t *testing.T) {
 
 func TestRerunSameContentIsNoop(t *testing.T) {
 	work, bare := fixture(t)
-	first, err := release(t, open(t, work), "sha256:aaa")
+	first, err := release(t, open(t, work, Options{}), "sha256:aaa")
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := release(t, open(t, work), "sha256:aaa")
+	again, err := release(t, open(t, work, Options{}), "sha256:aaa")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,14 +146,14 @@ func TestRerunSameContentIsNoop(t *testing.T) {
 
 func TestBranchAlreadyExistsIsReplaced(t *testing.T) {
 	work, bare := fixture(t)
-	first, err := release(t, open(t, work), "sha256:aaa")
+	first, err := release(t, open(t, work, Options{}), "sha256:aaa")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A fresh clone (as CI has) sees the existing branch and replaces it.
 	clone := filepath.Join(t.TempDir(), "ci")
 	gittest.Git(t, filepath.Dir(clone), "clone", "-q", bare, clone)
-	second, err := release(t, open(t, clone), "sha256:bbb")
+	second, err := release(t, open(t, clone, Options{}), "sha256:bbb")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +171,7 @@ func TestBranchAlreadyExistsIsReplaced(t *testing.T) {
 
 func TestForeignCommitRefused(t *testing.T) {
 	work, bare := fixture(t)
-	if _, err := release(t, open(t, work), "sha256:aaa"); err != nil {
+	if _, err := release(t, open(t, work, Options{}), "sha256:aaa"); err != nil {
 		t.Fatal(err)
 	}
 	// Alice adds a fix-up commit to the PR branch.
@@ -180,7 +182,7 @@ func TestForeignCommitRefused(t *testing.T) {
 	gittest.Git(t, alice, "push", "-q", "origin", "chartpin/pins")
 	aliceTip := gittest.Git(t, bare, "rev-parse", "chartpin/pins")
 
-	_, err := release(t, open(t, work), "sha256:bbb")
+	_, err := release(t, open(t, work, Options{}), "sha256:bbb")
 	if !errors.Is(err, ErrForeignCommits) {
 		t.Fatalf("err = %v, want ErrForeignCommits", err)
 	}
@@ -199,12 +201,12 @@ func TestMovedBetweenInspectAndPushRefused(t *testing.T) {
 		t.Run(map[bool]string{false: "new-branch", true: "existing-branch"}[existed], func(t *testing.T) {
 			work, bare := fixture(t)
 			if existed {
-				if _, err := release(t, open(t, work), "sha256:aaa"); err != nil {
+				if _, err := release(t, open(t, work, Options{}), "sha256:aaa"); err != nil {
 					t.Fatal(err)
 				}
 			}
 			ctx := context.Background()
-			r := open(t, work)
+			r := open(t, work, Options{})
 			remote, err := r.Inspect(ctx, "chartpin/pins")
 			if err != nil {
 				t.Fatal(err)
@@ -239,7 +241,7 @@ func TestMovedBetweenInspectAndPushRefused(t *testing.T) {
 
 func TestNothingToCommit(t *testing.T) {
 	work, bare := fixture(t)
-	r := open(t, work)
+	r := open(t, work, Options{})
 	head, _ := r.Head()
 	_, err := r.Commit(context.Background(), CommitRequest{Branch: "chartpin/pins", Parent: head, Message: "pin",
 		Files: map[string][]byte{"charts/app/values.yaml": []byte("image:\n  digest: \"\"\n")}})
@@ -259,7 +261,7 @@ func TestNothingToCommit(t *testing.T) {
 
 func TestOutsideRepositoryRefused(t *testing.T) {
 	work, _ := fixture(t)
-	r := open(t, work)
+	r := open(t, work, Options{})
 	head, _ := r.Head()
 	_, err := r.Commit(context.Background(), CommitRequest{Branch: "b", Parent: head, Message: "m",
 		Files: map[string][]byte{filepath.Join(t.TempDir(), "x"): []byte("x")}})
@@ -275,13 +277,13 @@ func TestPushOverSmartHTTPWithToken(t *testing.T) {
 	gittest.Git(t, work, "remote", "set-url", "origin", srv.URL+"/remote.git")
 
 	// Wrong token: refused, the token never appears in the message.
-	_, err := release(t, open(t, work, WithToken("wrong-token")), "sha256:aaa")
+	_, err := release(t, open(t, work, Options{Token: "wrong-token"}), "sha256:aaa")
 	if err == nil || !strings.Contains(err.Error(), "GITHUB_TOKEN") || strings.Contains(err.Error(), "wrong-token") {
 		t.Fatalf("err = %v, want an auth error naming GITHUB_TOKEN and not the token", err)
 	}
 
 	srv.Reset()
-	c, err := release(t, open(t, work, WithToken("s3cret-token")), "sha256:aaa")
+	c, err := release(t, open(t, work, Options{Token: "s3cret-token"}), "sha256:aaa")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +294,7 @@ func TestPushOverSmartHTTPWithToken(t *testing.T) {
 
 	// Re-run: same content, one ls-remote and nothing else.
 	srv.Reset()
-	again, err := release(t, open(t, work, WithToken("s3cret-token")), "sha256:aaa")
+	again, err := release(t, open(t, work, Options{Token: "s3cret-token"}), "sha256:aaa")
 	if err != nil || again.Created {
 		t.Fatalf("re-run: %+v, %v", again, err)
 	}
@@ -301,7 +303,7 @@ func TestPushOverSmartHTTPWithToken(t *testing.T) {
 	}
 
 	// A newer pin replaces our own commit over HTTP too.
-	if _, err := release(t, open(t, work, WithToken("s3cret-token")), "sha256:bbb"); err != nil {
+	if _, err := release(t, open(t, work, Options{Token: "s3cret-token"}), "sha256:bbb"); err != nil {
 		t.Fatal(err)
 	}
 	if got := gittest.Git(t, bare, "show", "chartpin/pins:charts/app/values.yaml"); !strings.Contains(got, "sha256:bbb") {
@@ -311,7 +313,7 @@ func TestPushOverSmartHTTPWithToken(t *testing.T) {
 
 func TestLocalBranch(t *testing.T) {
 	work, _ := fixture(t)
-	r := open(t, work)
+	r := open(t, work, Options{})
 	c, err := release(t, r, "sha256:aaa")
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +336,7 @@ func TestLocalBranch(t *testing.T) {
 func TestPagesBranchAppend(t *testing.T) {
 	work, bare := fixture(t)
 	ctx := context.Background()
-	r := open(t, work)
+	r := open(t, work, Options{})
 	b, err := r.Fetch(ctx, "gh-pages")
 	if err != nil || b.Exists {
 		t.Fatalf("fetch absent branch = %+v, %v", b, err)
@@ -401,10 +403,10 @@ func TestPagesBranchAppend(t *testing.T) {
 // transport rejects it), and an SSH key is not offered over HTTPS.
 func TestAuthMatchesRemoteScheme(t *testing.T) {
 	work, _ := fixture(t)
-	if _, err := release(t, open(t, work, WithToken("tok")), "sha256:aaa"); err != nil {
+	if _, err := release(t, open(t, work, Options{Token: "tok"}), "sha256:aaa"); err != nil {
 		t.Fatalf("token with a local remote: %v", err)
 	}
-	r := open(t, work, WithToken("tok"))
+	r := open(t, work, Options{Token: "tok"})
 	gittest.Git(t, work, "remote", "set-url", "origin", "https://example.com/o/r.git")
 	if r.authFor() == nil {
 		t.Fatal("token not used for an https remote")
@@ -421,10 +423,10 @@ func TestAuthMatchesRemoteScheme(t *testing.T) {
 	if r.authFor() != nil {
 		t.Fatal("https token offered to an ssh remote")
 	}
-	if _, err := Open(work, WithSSHKey(filepath.Join(t.TempDir(), "missing"), "")); err != nil {
+	if _, err := Open(work, Options{SSHKey: filepath.Join(t.TempDir(), "missing")}); err != nil {
 		t.Fatal(err)
 	}
-	bad, _ := Open(work, WithSSHKey(filepath.Join(t.TempDir(), "missing"), ""))
+	bad, _ := Open(work, Options{SSHKey: filepath.Join(t.TempDir(), "missing")})
 	if _, err := bad.Inspect(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "reading ssh key") {
 		t.Fatalf("missing key: %v", err)
 	}
@@ -438,7 +440,7 @@ func TestLeaseCheckedByServer(t *testing.T) {
 	gittest.Git(t, bare, "config", "http.receivepack", "true")
 	srv := gittest.NewHTTP(t, filepath.Dir(bare), "tok")
 	gittest.Git(t, work, "remote", "set-url", "origin", srv.URL+"/remote.git")
-	if _, err := release(t, open(t, work, WithToken("tok")), "sha256:aaa"); err != nil {
+	if _, err := release(t, open(t, work, Options{Token: "tok"}), "sha256:aaa"); err != nil {
 		t.Fatal(err)
 	}
 	main := gittest.Git(t, bare, "rev-parse", "main")
@@ -451,7 +453,7 @@ func TestLeaseCheckedByServer(t *testing.T) {
 		}
 		inner.ServeHTTP(w, r)
 	})
-	_, err := release(t, open(t, work, WithToken("tok")), "sha256:bbb")
+	_, err := release(t, open(t, work, Options{Token: "tok"}), "sha256:bbb")
 	if !moved.Load() {
 		t.Fatal("the push never reached receive-pack")
 	}
@@ -468,7 +470,7 @@ func TestLeaseCheckedByServer(t *testing.T) {
 // picks another branch (a command line renders it as its flag).
 func TestCheckedOutBranchRefusedNamingBranch(t *testing.T) {
 	work, _ := fixture(t)
-	r := open(t, work)
+	r := open(t, work, Options{})
 	head, _ := r.Head()
 	current := strings.TrimSpace(gittest.Git(t, work, "branch", "--show-current"))
 	_, err := r.Commit(context.Background(), CommitRequest{Branch: current, Parent: head, Message: "pin", Files: pinFiles(work, "sha256:ddd")})

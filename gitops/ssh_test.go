@@ -148,11 +148,11 @@ func TestPushOverSSHWithKey(t *testing.T) {
 
 	// A key the server does not know: refused.
 	other, _ := writeKey(t, t.TempDir())
-	if _, err := release(t, open(t, work, WithSSHKey(other, "")), "sha256:aaa"); err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
+	if _, err := release(t, open(t, work, Options{SSHKey: other}), "sha256:aaa"); err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
 		t.Fatalf("unknown key: %v", err)
 	}
 
-	c, err := release(t, open(t, work, WithSSHKey(key, ""), WithToken("ignored-for-ssh")), "sha256:aaa")
+	c, err := release(t, open(t, work, Options{SSHKey: key, Token: "ignored-for-ssh"}), "sha256:aaa")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestPushOverSSHWithKey(t *testing.T) {
 	if err := os.WriteFile(known, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := release(t, open(t, work, WithSSHKey(key, "")), "sha256:bbb"); err == nil || !strings.Contains(err.Error(), "knownhosts") {
+	if _, err := release(t, open(t, work, Options{SSHKey: key}), "sha256:bbb"); err == nil || !strings.Contains(err.Error(), "knownhosts") {
 		t.Fatalf("host missing from known_hosts: %v", err)
 	}
 	if got := gittest.Git(t, bare, "rev-parse", "chartpin/pins"); got != c.Hash.String() {

@@ -29,7 +29,7 @@ func pagesRepo(t *testing.T) (bare, chartDir string, repo *gitops.Repo) {
 	gittest.Git(t, work, "commit", "-qm", "chart")
 	gittest.Git(t, work, "remote", "add", "origin", bare)
 	gittest.Git(t, work, "push", "-q", "origin", "main")
-	repo, err := gitops.Open(work)
+	repo, err := gitops.Open(work, gitops.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func (w *world) clone(t testing.TB) string {
 
 func (w *world) options(t testing.TB, dir string, dry bool) Options {
 	t.Helper()
-	repo, err := gitops.Open(dir, gitops.WithToken(token))
+	repo, err := gitops.Open(dir, gitops.Options{Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,8 +81,8 @@ func runPublish(c *cli.Context, o publish.Options) error {
 		}
 	}
 	if o.PagesBranch != "" {
-		repo, err := gitops.Open(dir, gitops.WithRemote(c.String("remote")), gitops.WithToken(os.Getenv("GITHUB_TOKEN")),
-			gitops.WithLogger(log), gitops.WithTimeout(c.Duration("timeout")))
+		repo, err := gitops.Open(dir, gitops.Options{Remote: c.String("remote"), Token: os.Getenv("GITHUB_TOKEN"),
+			Logger: log, Timeout: c.Duration("timeout")})
 		if err != nil {
 			return fmt.Errorf("--pages-branch: %w", err)
 		}

@@ -63,16 +63,16 @@ func runRelease(c *cli.Context) error {
 		return usage("GITHUB_TOKEN is not set: release needs it to open the pull request (and to push over HTTPS); or pass --dry-run")
 	}
 	log := logger(c)
-	gopts := []gitops.Option{gitops.WithRemote(c.String("remote")), gitops.WithToken(token), gitops.WithLogger(log),
-		gitops.WithCommitter(m[1], m[2]), gitops.WithTimeout(c.Duration("timeout"))}
+	gopts := gitops.Options{Remote: c.String("remote"), Token: token, Logger: log,
+		CommitterName: m[1], CommitterEmail: m[2], Timeout: c.Duration("timeout")}
 	if k := c.String("ssh-key"); k != "" {
-		gopts = append(gopts, gitops.WithSSHKey(k, os.Getenv("CHARTPIN_SSH_PASSPHRASE")))
+		gopts.SSHKey, gopts.SSHPassphrase = k, os.Getenv("CHARTPIN_SSH_PASSPHRASE")
 	}
 	start := "."
 	if len(dirs) > 0 {
 		start = dirs[0]
 	}
-	repo, err := gitops.Open(start, gopts...)
+	repo, err := gitops.Open(start, gopts)
 	if err != nil {
 		return err
 	}
