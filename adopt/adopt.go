@@ -22,6 +22,7 @@ import (
 	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/internal/atomicfile"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/pinrule"
 	"github.com/chartpin/chartpin/resolver"
 )
 
@@ -236,7 +237,7 @@ func choose(p discover.Pin, now resolver.Image, err error) (Decision, string) {
 	switch {
 	case p.Problem != "":
 		return Leave, p.Problem
-	case config.ValidPath(p.At) != nil:
+	case pinrule.ValidPath(p.At) != nil:
 		return Leave, fmt.Sprintf("the image path %s has a key chartpin.yaml cannot name (a dot or bracket inside a key)", p.At)
 	case p.Tag == "latest":
 		return Hold, "the tag is latest, which names no release; set a versioned tag, then drop this hold"

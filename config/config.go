@@ -21,6 +21,7 @@ import (
 
 	"github.com/chartpin/chartpin/chartbump"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/pinrule"
 	"github.com/chartpin/chartpin/yamledit"
 )
 
@@ -191,90 +192,6 @@ func (f *File) Chart(dir string) *Chart {
 	return nil
 }
 
-// FollowTarget returns the entry img follows (see FollowStep).
-func (c *Chart) FollowTarget(img Image) (Image, error) {
-	return FollowStep(c.Images, ImageLink, ImageLink(img))
-}
-
-// Link is what following needs to know of a pin: its image path, its pin
-// key and the path it follows.
-type Link struct{ At, Pin, Follows string }
-
-// ImageLink is the Link of a configured image (its pin key as written).
-func ImageLink(img Image) Link { return Link{At: img.At, Pin: img.Pin, Follows: img.Follows} }
-
-// FollowStep returns the entry from follows: the only entry at from.Follows,
-// else the one there with from's pin key. pin and drift both follow
-// through it, so they agree on which digest a follower takes.
-func FollowStep[T any](entries []T, link func(T) Link, from Link) (T, error) {
-	var zero T
-	var cands []T
-	for _, o := range entries {
-		if link(o).At == from.Follows {
-			cands = append(cands, o)
-		}
-	}
-	switch len(cands) {
-	case 0:
-		return zero, fmt.Errorf("follows %s: no image is configured at that path", from.Follows)
-	case 1:
-		return cands[0], nil
-	}
-	for _, o := range cands {
-		if link(o).Pin == from.Pin {
-			return o, nil
-		}
-	}
-	return zero, fmt.Errorf("follows %s: %d entries configure that path with different pin keys and none uses %q; follow a path with one entry",
-		from.Follows, len(cands), from.Pin)
-}
-
-// FollowRoot follows start's chain to the entry that follows nothing: the
-// one whose digest start takes. A loop is an error.
-func FollowRoot[T any](entries []T, link func(T) Link, start T) (T, error) {
-	cur := start
-	for range len(entries) + 1 {
-		l := link(cur)
-		if l.Follows == "" {
-			return cur, nil
-		}
-		next, err := FollowStep(entries, link, l)
-		if err != nil {
-			return cur, err
-		}
-		cur = next
-	}
-	var zero T
-	return zero, fmt.Errorf("follows %s: the chain loops", link(start).Follows)
-}
-
-// HighestInRange returns the highest tag in the semver range versions.
-// Only strict semver tags count (an optional leading v): a float like 0.8
-// is never picked, since the ceiling exists to avoid it. A
-// prerelease counts only when the range names one, and ranks below its
-// release. pin and drift both pick through it.
-func HighestInRange(versions string, tags []string) (string, error) {
-	c, err := semver.NewConstraint(versions)
-	if err != nil {
-		return "", fmt.Errorf("versions %q: %w", versions, err)
-	}
-	var best *semver.Version
-	bestTag := ""
-	for _, t := range tags {
-		v, err := semver.StrictNewVersion(strings.TrimPrefix(t, "v"))
-		if err != nil || !c.Check(v) {
-			continue
-		}
-		if best == nil || v.GreaterThan(best) || (v.Equal(best) && t > bestTag) {
-			best, bestTag = v, t
-		}
-	}
-	if best == nil {
-		return "", fmt.Errorf("no tag in versions range %q among %d tags; widen the range or push a matching tag", versions, len(tags))
-	}
-	return bestTag, nil
-}
-
 type parser struct{ path string }
 
 func (p parser) errf(n *yaml.Node, format string, args ...any) error {
@@ -440,7 +357,7 @@ func ValidAppVersion(s string) error {
 		return nil
 	}
 	if from, ok := strings.CutPrefix(s, "from:"); ok {
-		if err := validPath(from); err != nil {
+		if err := pinrule.ValidPath(from); err != nil {
 			return fmt.Errorf("appVersion: %q: %w", s, err)
 		}
 		return nil
@@ -449,7 +366,6 @@ func ValidAppVersion(s string) error {
 }
 
 var (
-	pathRe     = regexp.MustCompile(`^[A-Za-z0-9_-]+(\[[0-9]+\])*(\.[A-Za-z0-9_-]+(\[[0-9]+\])*)*$`)
 	platformRe = regexp.MustCompile(`^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$`)
 	keyRe      = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 	digestRe   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
@@ -459,16 +375,6 @@ var (
 func ValidPlatform(s string) error {
 	if !platformRe.MatchString(s) {
 		return fmt.Errorf("%q is not os/arch[/variant] like linux/arm64", s)
-	}
-	return nil
-}
-
-// ValidPath checks a dotted values path as chartpin.yaml writes it (at:, follows:).
-func ValidPath(s string) error { return validPath(s) }
-
-func validPath(s string) error {
-	if !pathRe.MatchString(s) {
-		return fmt.Errorf("%q is not a dotted values path like images.ingestor", s)
 	}
 	return nil
 }
@@ -496,7 +402,7 @@ func (p parser) image(n *yaml.Node) (Image, error) {
 	if img.At == "" {
 		return Image{}, p.errf(n, "image entry without at: (the dotted path of the image block in values.yaml)")
 	}
-	if err := validPath(img.At); err != nil {
+	if err := pinrule.ValidPath(img.At); err != nil {
 		return Image{}, p.errf(fields["at"], "at: %v", err)
 	}
 	if h, ok := fields["hold"]; ok && strings.TrimSpace(img.Hold) == "" {
@@ -544,12 +450,12 @@ func (p parser) image(n *yaml.Node) (Image, error) {
 		return Image{}, p.errf(w, "when: is empty; write the condition that must hold (e.g. flags.prod == true), or drop when:")
 	}
 	if img.When != "" {
-		if _, err := ParseWhen(img.When); err != nil {
+		if _, err := pinrule.ParseWhen(img.When); err != nil {
 			return Image{}, p.errf(fields["when"], "when: %v", err)
 		}
 	}
 	if img.Follows != "" {
-		if err := validPath(img.Follows); err != nil {
+		if err := pinrule.ValidPath(img.Follows); err != nil {
 			return Image{}, p.errf(fields["follows"], "follows: %v", err)
 		}
 		for _, k := range []string{"repository", "tagFrom", "versions", "platforms", "singleArch", "verify"} {
@@ -597,7 +503,7 @@ func (p parser) checkFollows(c Chart) error {
 		seen := map[string]bool{img.At + "\x00" + img.Pin: true}
 		cur := img
 		for cur.Follows != "" {
-			t, err := c.FollowTarget(cur)
+			t, err := pinrule.FollowStep(c.Images, imageLink, imageLink(cur))
 			if err != nil {
 				return fmt.Errorf("%s:%d: image %s: %w", p.path, img.Line, img.At, err)
 			}
@@ -610,6 +516,10 @@ func (p parser) checkFollows(c Chart) error {
 		}
 	}
 	return nil
+}
+
+func imageLink(img Image) pinrule.Link {
+	return pinrule.Link{At: img.At, Pin: img.Pin, Follows: img.Follows}
 }
 
 func (p parser) ack(n *yaml.Node) (Ack, error) {
@@ -626,7 +536,7 @@ func (p parser) ack(n *yaml.Node) (Ack, error) {
 	if a.At, err = p.str(fields["at"], "at"); err != nil {
 		return Ack{}, err
 	}
-	if err := validPath(a.At); err != nil {
+	if err := pinrule.ValidPath(a.At); err != nil {
 		return Ack{}, p.errf(fields["at"], "at: %v", err)
 	}
 	if a.Digest, err = p.str(fields["digest"], "digest"); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/chartpin/chartpin/deprecation"
 	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/pinrule"
 	"github.com/chartpin/chartpin/resolver"
 )
 
@@ -309,7 +310,7 @@ func (c *checker) float(it *Item) (string, bool) {
 }
 
 // leader is the item a follower takes its digest from, chosen among the
-// chart's configured pins by config.FollowRoot, the rule pin follows by.
+// chart's configured pins by pinrule.FollowRoot, the rule pin follows by.
 func (c *checker) leader(it Item) (*Item, error) {
 	var cands []*Item
 	for i := range c.rep.Items {
@@ -318,8 +319,8 @@ func (c *checker) leader(it Item) (*Item, error) {
 			cands = append(cands, o)
 		}
 	}
-	link := func(o *Item) config.Link { return config.Link{At: o.Pin.At, Pin: o.Pin.Key, Follows: o.Pin.Follows} }
-	lead, err := config.FollowRoot(cands, link, &it)
+	link := func(o *Item) pinrule.Link { return pinrule.Link{At: o.Pin.At, Pin: o.Pin.Key, Follows: o.Pin.Follows} }
+	lead, err := pinrule.FollowRoot(cands, link, &it)
 	if err != nil {
 		return nil, err
 	}
@@ -436,7 +437,7 @@ func (c *checker) resolve(ctx context.Context, it Item, ref string) (resolver.Im
 	if err != nil {
 		return resolver.Image{}, fmt.Errorf("listing tags for versions %q: %w", p.Versions, err)
 	}
-	tag, err := config.HighestInRange(p.Versions, tags)
+	tag, err := pinrule.HighestInRange(p.Versions, tags)
 	if err != nil {
 		return resolver.Image{}, fmt.Errorf("%s: %w", p.Repository, err)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/pinrule"
 	"github.com/chartpin/chartpin/yamledit"
 )
 
@@ -135,7 +135,7 @@ func value(n *yaml.Node) string {
 // this pin only (the reason is returned); an absent or unreadable value is
 // not permission, so it is a refusal (docs/design.md#ceilings-fail-closed).
 func (c *chart) checkWhen(s *state) (held string, err error) {
-	cond, err := config.ParseWhen(s.When)
+	cond, err := pinrule.ParseWhen(s.When)
 	if err != nil {
 		return "", fmt.Errorf("when: %w", err)
 	}

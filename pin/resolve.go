@@ -9,6 +9,7 @@ import (
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/discover"
+	"github.com/chartpin/chartpin/pinrule"
 	"github.com/chartpin/chartpin/resolver"
 )
 
@@ -54,7 +55,7 @@ func pickTags(ctx context.Context, active []*state, r resolver.Interface, log *s
 				s.refuse(s.Repository, fmt.Errorf("listing tags for versions %q: %w", s.Versions, err))
 				continue
 			}
-			t, err := highest(tags[s.Repository], s.Versions)
+			t, err := pinrule.HighestInRange(s.Versions, tags[s.Repository])
 			if err != nil {
 				s.refuse(s.Repository, err)
 				continue
@@ -163,11 +164,11 @@ func checkPlatforms(ctx context.Context, active []*state, r resolver.Interface, 
 	}
 }
 
-// followTarget finds the pin s takes its digest from, by config.FollowRoot
+// followTarget finds the pin s takes its digest from, by pinrule.FollowRoot
 // (the rule drift shares): the entry at s.Follows with the same pin key,
 // else the only one there; chains are followed to their end.
 func (c *chart) followTarget(s *state) (*state, error) {
-	cur, err := config.FollowRoot(c.pins, stateLink, s)
+	cur, err := pinrule.FollowRoot(c.pins, stateLink, s)
 	if err != nil {
 		return nil, err
 	}
@@ -177,10 +178,7 @@ func (c *chart) followTarget(s *state) (*state, error) {
 	return cur, nil
 }
 
-func stateLink(s *state) config.Link { return config.Link{At: s.At, Pin: s.Key, Follows: s.Follows} }
-
-// highest is config.HighestInRange, the one range rule pin and drift share.
-func highest(tags []string, rng string) (string, error) { return config.HighestInRange(rng, tags) }
+func stateLink(s *state) pinrule.Link { return pinrule.Link{At: s.At, Pin: s.Key, Follows: s.Follows} }
 
 // parallel runs fn once per key concurrently (the resolver bounds requests in flight).
 func parallel[T any](keys []string, fn func(string) (T, error)) (map[string]T, map[string]error) {

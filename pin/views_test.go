@@ -138,25 +138,6 @@ func TestApplyRefusesConcurrentChange(t *testing.T) {
 	}
 }
 
-func TestHighestSemver(t *testing.T) {
-	tags := []string{"latest", "0.8", "v0.8.2", "0.8.4", "0.8.8", "1.9.63-rc.1", "1.9.63", "1.9.62", "v1.10.0-rc.1"}
-	cases := map[string]string{
-		">=0.8.0 <=0.8.4": "0.8.4",
-		"~0.8":            "0.8.8",
-		"<2":              "1.9.63", // 1.9.63-rc.1 ranks below 1.9.63, and prereleases need opting in
-		">=1.10.0-rc.0":   "v1.10.0-rc.1",
-	}
-	for rng, want := range cases {
-		got, err := highest(tags, rng)
-		if err != nil || got != want {
-			t.Errorf("highest(%q) = %q, %v; want %q", rng, got, err, want)
-		}
-	}
-	if _, err := highest(tags, ">=3"); err == nil || !strings.Contains(err.Error(), "no tag in versions range") {
-		t.Errorf("empty range: %v", err)
-	}
-}
-
 func TestRender(t *testing.T) {
 	const d = "sha256:00000000000000000000000000000000000000000000000000000000000000aa"
 	cases := []struct {

@@ -1,4 +1,4 @@
-package config
+package pinrule
 
 import (
 	"fmt"
@@ -48,7 +48,7 @@ func parseTerm(s string) (Term, error) {
 	for _, op := range []string{"==", "!="} {
 		if l, r, ok := strings.Cut(s, op); ok {
 			l, r = strings.TrimSpace(l), strings.TrimSpace(r)
-			if err := validPath(l); err != nil {
+			if err := ValidPath(l); err != nil {
 				return Term{}, err
 			}
 			v, kind, err := literal(r)
@@ -63,12 +63,12 @@ func parseTerm(s string) (Term, error) {
 	}
 	if p, ok := strings.CutPrefix(s, "!"); ok {
 		p = strings.TrimSpace(p)
-		if err := validPath(p); err != nil {
+		if err := ValidPath(p); err != nil {
 			return Term{}, err
 		}
 		return Term{Path: p, Op: "==", Value: "false", Kind: "bool"}, nil
 	}
-	if err := validPath(s); err != nil {
+	if err := ValidPath(s); err != nil {
 		return Term{}, err
 	}
 	return Term{Path: s, Op: "==", Value: "true", Kind: "bool"}, nil
