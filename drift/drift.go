@@ -24,6 +24,7 @@ import (
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/pinrule"
 	"github.com/chartpin/chartpin/resolver"
+	"github.com/chartpin/chartpin/signature"
 )
 
 // Status classifies one pin.
@@ -38,14 +39,19 @@ const (
 	Acknowledged Status = "ACKNOWLEDGED"
 	Held         Status = "HELD"
 	NotPinned    Status = "not pinned"
+	// Unsigned: an image with verify: whose digest has no valid signature.
+	Unsigned Status = "UNSIGNED"
 )
 
 // Statuses are every status in the order the summary counts them; the
 // command's help lists them from here, so the two cannot disagree.
-var Statuses = []Status{OK, Drift, Unresolved, Unwatchable, Acknowledged, Held, NotPinned}
+// UNSIGNED, which only verify: produces, is counted only when seen.
+var Statuses = []Status{OK, Drift, Unresolved, Unwatchable, Acknowledged, Held, NotPinned, Unsigned}
 
 // Finding reports whether the status fails the check.
-func (s Status) Finding() bool { return s == Drift || s == Unresolved || s == Unwatchable }
+func (s Status) Finding() bool {
+	return s == Drift || s == Unresolved || s == Unwatchable || s == Unsigned
+}
 
 // Target is one chart to watch.
 type Target struct {
@@ -70,6 +76,8 @@ type Item struct {
 	Note string `json:"note,omitempty"`
 	// Ack is the acknowledge entry that applied (even when expired or stale).
 	Ack *config.Ack `json:"acknowledge,omitempty"`
+	// repo is the repository the float resolved in, where signatures live.
+	repo string
 }
 
 // Shared lists the tags of one repository that name a drifted-to digest.
@@ -125,8 +133,12 @@ func (r *Report) Findings() int {
 // error wrapping failure.ErrFindings.
 func (r *Report) Err() error {
 	if n := r.Findings() - len(r.Deprecated); n > 0 {
-		return fmt.Errorf("drift: %w: %d of %d pins (%d DRIFT, %d UNRESOLVED, %d UNWATCHABLE)",
-			failure.ErrFindings, n, len(r.Items), r.Count(Drift), r.Count(Unresolved), r.Count(Unwatchable))
+		unsigned := ""
+		if u := r.Count(Unsigned); u > 0 {
+			unsigned = fmt.Sprintf(", %d UNSIGNED", u)
+		}
+		return fmt.Errorf("drift: %w: %d of %d pins (%d DRIFT, %d UNRESOLVED, %d UNWATCHABLE%s)",
+			failure.ErrFindings, n, len(r.Items), r.Count(Drift), r.Count(Unresolved), r.Count(Unwatchable), unsigned)
 	}
 	if n := len(r.Deprecated); n > 0 {
 		return fmt.Errorf("drift: %w: %d deprecated chart version(s) still named", failure.ErrFindings, n)
@@ -143,6 +155,8 @@ type options struct {
 	showTags bool
 	offline  bool
 	logger   *slog.Logger
+	// signatures checks verify: policies (nil: not checked).
+	signatures *signature.Checker
 }
 
 // WithClock sets the clock acknowledgements expire by (default time.Now).
@@ -197,6 +211,7 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 		c.configs[t.Dir] = t.Config
 	}
 	c.classify(ctx)
+	c.checkSignatures(ctx)
 	if o.showTags {
 		c.sharedTags(ctx)
 	}
@@ -397,7 +412,7 @@ func (c *checker) classify(ctx context.Context) {
 			it.Message = fmt.Sprintf("resolving %s: %v", it.Float, a.err)
 			continue
 		}
-		it.Current, it.Source = a.img.Digest, a.img.Source
+		it.Current, it.Source, it.repo = a.img.Digest, a.img.Source, resolver.RepositoryOf(a.img.Ref)
 		if strings.Contains(it.Float, " ") {
 			// A versions range: show the tag it picked.
 			it.Float = a.img.Ref + " (highest in " + strings.SplitN(it.Float, " ", 2)[1] + ")"
@@ -495,7 +510,7 @@ func (c *checker) sharedTags(ctx context.Context) {
 	var keys []key
 	seen := map[key]bool{}
 	for _, it := range c.rep.Items {
-		if it.Status != Drift && it.Status != Acknowledged {
+		if it.Status != Drift && it.Status != Acknowledged && (it.Status != Unsigned || it.Current == it.Pinned) {
 			continue
 		}
 		p := it.Pin

@@ -16,9 +16,11 @@ const offlineMark = "OFFLINE "
 
 // Summary is the one-line tally.
 func (r *Report) Summary() string {
-	counts := make([]string, len(Statuses))
-	for i, st := range Statuses {
-		counts[i] = fmt.Sprintf("%d %s", r.Count(st), st)
+	var counts []string
+	for _, st := range Statuses {
+		if n := r.Count(st); n > 0 || st != Unsigned {
+			counts = append(counts, fmt.Sprintf("%d %s", n, st))
+		}
 	}
 	s := fmt.Sprintf("drift: %d pin(s): %s", len(r.Items), strings.Join(counts, ", "))
 	if n := len(r.Deprecated); n > 0 {
@@ -67,6 +69,17 @@ func WriteText(w io.Writer, r *Report, rel func(string) string) error {
 	}
 	_, err := fmt.Fprintln(w, r.Summary())
 	return err
+}
+
+// drifted: some float names another digest than its pin (a DRIFT, or an
+// UNSIGNED pin whose float moved).
+func (r *Report) drifted() bool {
+	for _, it := range r.Items {
+		if it.Status == Drift || it.Status == Unsigned && it.Current != it.Pinned {
+			return true
+		}
+	}
+	return false
 }
 
 func sharedLine(sh Shared) string {
@@ -179,7 +192,7 @@ func Actions(r *Report, rel func(string) string) ghactions.Report {
 		rep.Annotations = append(rep.Annotations, ghactions.Annotation{Level: ghactions.Warning, Title: mark + "chartpin drift", Message: mark + n})
 	}
 	rep.Outputs = []ghactions.Output{
-		{Name: "changed", Value: strconv.FormatBool(r.Count(Drift) > 0)},
+		{Name: "changed", Value: strconv.FormatBool(r.drifted())},
 		{Name: "version", Value: ""},
 		{Name: "findings", Value: strconv.Itoa(r.Findings())},
 	}

@@ -55,7 +55,7 @@ func runDrift(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := []drift.Option{drift.WithShowTags(c.Bool("show-tags")), drift.WithOffline(r.Offline()), drift.WithLogger(logger(c))}
+	opts := []drift.Option{drift.WithShowTags(c.Bool("show-tags")), drift.WithOffline(r.Offline()), drift.WithLogger(logger(c)), drift.WithSignatures(r.Signatures())}
 	if c.String("index") != "" || c.String("oci") != "" {
 		opts = append(opts, drift.WithRepository(&deprecation.Repository{
 			Index: c.String("index"), OCI: c.String("oci"), Resolver: r, Artifacts: r.Artifacts(),

@@ -65,3 +65,62 @@ func TestPinVerifyRefusesUnsigned(t *testing.T) {
 		t.Errorf("values.yaml after the signed pin:\n%s", got)
 	}
 }
+
+// drift with verify: reports a pinned digest without a signature by the
+// configured key as UNSIGNED in every output format, exit 1; once signed,
+// the pin is ok and drift exits 0.
+func TestDriftVerifyReportsUnsigned(t *testing.T) {
+	reg := registrytest.New(t)
+	digest := reg.PushIndex(t, "team/app", "1.0", "linux/amd64")
+	key, err := cosigned.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := driftChart(t, "image:\n  repository: "+reg.Host+"/team/app\n  tag: \"1.0\"\n  digest: "+digest+"\n")
+	files := map[string]string{
+		"Chart.yaml":    "apiVersion: v2\nname: app\nversion: 0.1.0\n",
+		"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: image\n        verify: {key: cosign.pub}\n",
+		"cosign.pub":    string(key.PublicPEM()),
+	}
+	for n, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(dir, "chartpin.yaml")
+	drift := func(args ...string) string {
+		t.Helper()
+		code, out := runCheck(t, append([]string{"--insecure-registry", reg.Host, "drift", "--config", cfg}, args...)...)
+		wantExit(t, code, 1, out)
+		return out
+	}
+	for format, want := range map[string]string{
+		"text":     "UNSIGNED  " + dir + "/values.yaml:4 image.digest",
+		"json":     `"status": "UNSIGNED"`,
+		"markdown": "| **UNSIGNED** |",
+	} {
+		if out := drift("-o", format); !strings.Contains(out, want) || !strings.Contains(out, "has no signature") {
+			t.Errorf("-o %s does not say %q and why:\n%s", format, want, out)
+		}
+	}
+	if out := drift(); !strings.Contains(out, "1 UNSIGNED") {
+		t.Errorf("summary does not count UNSIGNED:\n%s", out)
+	}
+	t.Setenv("GITHUB_ACTIONS", "true")
+	t.Setenv("GITHUB_STEP_SUMMARY", "")
+	t.Setenv("GITHUB_OUTPUT", "")
+	commands := runnerCommands(drift())
+	if len(commands) != 1 || !strings.HasPrefix(commands[0], "::error file=") || !strings.Contains(commands[0], "title=UNSIGNED image.digest::") {
+		t.Errorf("annotations %q, want one UNSIGNED error", commands)
+	}
+	t.Setenv("GITHUB_ACTIONS", "")
+
+	if _, err := key.Push(reg.Host+"/team/app", digest, []name.Option{name.Insecure}); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runCheck(t, "--insecure-registry", reg.Host, "drift", "--config", cfg)
+	wantExit(t, code, 0, out)
+	if !strings.Contains(out, "\nok  ") || strings.Contains(out, "UNSIGNED") {
+		t.Errorf("signed pin:\n%s", out)
+	}
+}

@@ -1,0 +1,109 @@
+package drift
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/chartpin/chartpin/signature"
+)
+
+// WithSignatures checks, for every image with verify:, that the pinned
+// digest (and the digest a drifted float now names) carries a signature
+// under the image's policy; one lookup per repository, digest and key.
+// Without it (offline) such pins are listed in a note, not checked.
+func WithSignatures(c *signature.Checker) Option { return func(o *options) { o.signatures = c } }
+
+// checkSignatures turns an OK, DRIFT or ACKNOWLEDGED item whose pinned
+// digest, or a DRIFT item whose new digest, has no valid signature into
+// UNSIGNED; a registry error while reading signatures is UNRESOLVED. An
+// acknowledged drift keeps its pin, so only the pinned digest is checked.
+func (c *checker) checkSignatures(ctx context.Context) {
+	var items []*Item
+	for i := range c.rep.Items {
+		it := &c.rep.Items[i]
+		if it.Pin.VerifyKey != "" && (it.Status == OK || it.Status == Drift || it.Status == Acknowledged) {
+			items = append(items, it)
+		}
+	}
+	if len(items) == 0 {
+		return
+	}
+	if c.o.signatures == nil {
+		c.rep.Notes = append(c.rep.Notes, fmt.Sprintf("%d pin(s) with verify: were not checked for signatures: the registry was not asked", len(items)))
+		return
+	}
+	policies := map[string]*signature.Policy{}
+	policyErrs := map[string]error{}
+	for _, it := range items {
+		k := it.Pin.VerifyKey
+		if _, ok := policies[k]; !ok && policyErrs[k] == nil {
+			policies[k], policyErrs[k] = signature.LoadKey(k)
+		}
+	}
+	// digests each item needs verified, deduplicated across the run.
+	errs := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	need := func(it *Item) []string {
+		ds := []string{it.Pinned}
+		if it.Status == Drift && it.Current != it.Pinned {
+			ds = append(ds, it.Current)
+		}
+		return ds
+	}
+	lookupKey := func(it *Item, d string) string { return it.repo + "@" + d + " " + it.Pin.VerifyKey }
+	started := map[string]bool{}
+	for _, it := range items {
+		if policyErrs[it.Pin.VerifyKey] != nil {
+			continue
+		}
+		for _, d := range need(it) {
+			k := lookupKey(it, d)
+			if started[k] {
+				continue
+			}
+			started[k] = true
+			wg.Add(1)
+			go func(p *signature.Policy, repo, digest string) {
+				defer wg.Done()
+				_, err := c.o.signatures.Check(ctx, p, repo, digest)
+				mu.Lock()
+				errs[k] = err
+				mu.Unlock()
+			}(policies[it.Pin.VerifyKey], it.repo, d)
+		}
+	}
+	wg.Wait()
+	for _, it := range items {
+		if err := policyErrs[it.Pin.VerifyKey]; err != nil {
+			it.Status = Unsigned
+			it.Message = fmt.Sprintf("verify key (%s): %v", c.at(it), err)
+			continue
+		}
+		for i, d := range need(it) {
+			err := errs[lookupKey(it, d)]
+			if err == nil {
+				continue
+			}
+			which := "the pinned digest"
+			if i > 0 {
+				which = fmt.Sprintf("%s now resolves to %s (pinned %s); the new digest", it.Float, d, it.Pinned)
+			}
+			it.Status, it.Message = Unsigned, fmt.Sprintf("%s (verify: at %s): %v", which, c.at(it), err)
+			if !errors.Is(err, signature.ErrUnsigned) {
+				it.Status, it.Message = Unresolved, fmt.Sprintf("%s: checking its signature: %v", which, err)
+			}
+			break
+		}
+	}
+}
+
+// at is where the item's verify: is configured.
+func (c *checker) at(it *Item) string {
+	if cfg := c.configs[it.Chart]; cfg != nil {
+		return cfg.At(it.Pin.ConfigLine)
+	}
+	return "verify:"
+}
