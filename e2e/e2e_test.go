@@ -717,7 +717,7 @@ func (w *world) runRelease(dir string) (*chartrelease.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	prs, err := pullrequest.NewGitHub(owner, repoName, ghToken, pullrequest.WithAPI(w.gh.URL), pullrequest.WithTimeout(requestTimeout))
+	prs, err := pullrequest.NewGitHub(owner, repoName, ghToken, pullrequest.Options{API: w.gh.URL, Timeout: requestTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@
 package pullrequest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,55 +127,58 @@ type GitHub struct {
 	log         *slog.Logger
 }
 
-// Option configures NewGitHub.
-type Option func(*ghOptions)
-
-type ghOptions struct {
-	api     string
-	http    *http.Client
-	timeout time.Duration
-	log     *slog.Logger
+// Options configures NewGitHub; the zero value talks to api.github.com.
+type Options struct {
+	// API is the REST API base URL (default https://api.github.com/).
+	API string
+	// HTTPClient is copied and wrapped so the token reaches only API's host.
+	HTTPClient *http.Client
+	// Timeout bounds each API call (default 30s).
+	Timeout time.Duration
+	// Logger receives progress (default: discard).
+	Logger *slog.Logger
 }
 
-// WithAPI sets the REST API base URL (default https://api.github.com/).
-func WithAPI(u string) Option { return func(o *ghOptions) { o.api = u } }
+// Validate checks the options by themselves, before any request: API must
+// be HTTPS, or HTTP on this machine, so the token never travels in cleartext.
+func (o Options) Validate() error {
+	_, err := o.base()
+	return err
+}
 
-// WithHTTPClient sets the HTTP client.
-func WithHTTPClient(c *http.Client) Option { return func(o *ghOptions) { o.http = c } }
-
-// WithTimeout bounds each API call (default 30s).
-func WithTimeout(d time.Duration) Option { return func(o *ghOptions) { o.timeout = d } }
-
-// WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(o *ghOptions) { o.log = l } }
+func (o Options) base() (*url.URL, error) {
+	api := cmp.Or(o.API, "https://api.github.com/")
+	base, err := url.Parse(strings.TrimRight(api, "/") + "/")
+	if err != nil || (base.Scheme != "https" && base.Scheme != "http") {
+		return nil, failure.Input(failure.Optionf("{{API}} %q: want an http(s) URL such as https://api.github.com", redact.URL(api)))
+	}
+	if !redact.Private(base.String()) {
+		return nil, failure.Input(failure.Optionf("{{API}} %s: plain HTTP to another machine would carry GITHUB_TOKEN in cleartext; use https://", redact.URL(api)))
+	}
+	return base, nil
+}
 
 // NewGitHub returns a Service for owner/repo authenticated with token.
-func NewGitHub(owner, repo, token string, opts ...Option) (*GitHub, error) {
-	o := ghOptions{api: "https://api.github.com/", timeout: 30 * time.Second, log: slog.New(slog.DiscardHandler)}
-	for _, f := range opts {
-		f(&o)
-	}
+func NewGitHub(owner, repo, token string, o Options) (*GitHub, error) {
 	if owner == "" || repo == "" {
 		return nil, fmt.Errorf("github repository %q/%q: want OWNER/NAME", owner, repo)
 	}
 	if token == "" {
 		return nil, fmt.Errorf("no GitHub token: set GITHUB_TOKEN (pull-requests: write)")
 	}
-	base, err := url.Parse(strings.TrimRight(o.api, "/") + "/")
-	if err != nil || (base.Scheme != "https" && base.Scheme != "http") {
-		return nil, failure.Input(failure.Optionf("{{API}} %q: want an http(s) URL such as https://api.github.com", redact.URL(o.api)))
-	}
-	if !redact.Private(base.String()) {
-		return nil, failure.Input(failure.Optionf("{{API}} %s: plain HTTP to another machine would carry GITHUB_TOKEN in cleartext; use https://", redact.URL(o.api)))
+	base, err := o.base()
+	if err != nil {
+		return nil, err
 	}
 	hc := &http.Client{}
-	if o.http != nil {
-		*hc = *o.http
+	if o.HTTPClient != nil {
+		*hc = *o.HTTPClient
 	}
 	hc.Transport = tokenGuard{host: base.Host, next: hc.Transport}
 	c := github.NewClient(hc).WithAuthToken(token)
 	c.BaseURL = base
-	return &GitHub{client: c, owner: owner, repo: repo, timeout: o.timeout, log: o.log}, nil
+	return &GitHub{client: c, owner: owner, repo: repo, timeout: cmp.Or(o.Timeout, 30*time.Second),
+		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler))}, nil
 }
 
 // tokenGuard passes only requests to the API's own host over HTTPS or

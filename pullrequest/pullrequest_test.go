@@ -18,7 +18,7 @@ func setup(t *testing.T) (*fakegithub.Server, *GitHub) {
 	t.Helper()
 	fake := fakegithub.New("acme", "charts", token)
 	t.Cleanup(fake.Close)
-	gh, err := NewGitHub("acme", "charts", token, WithAPI(fake.URL))
+	gh, err := NewGitHub("acme", "charts", token, Options{API: fake.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestAPIErrors(t *testing.T) {
 			fake, gh := setup(t)
 			if tc.token != "" {
 				var err error
-				gh, err = NewGitHub("acme", "charts", tc.token, WithAPI(fake.URL))
+				gh, err = NewGitHub("acme", "charts", tc.token, Options{API: fake.URL})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -209,11 +209,7 @@ func TestNewGitHubRefusesBadInput(t *testing.T) {
 		{"o", "r", "", "", "set GITHUB_TOKEN"},
 		{"o", "r", "t", "ftp://x", "API \"ftp://x\": want an http(s) URL"},
 	} {
-		var opts []Option
-		if tc.api != "" {
-			opts = append(opts, WithAPI(tc.api))
-		}
-		_, err := NewGitHub(tc.owner, tc.repo, tc.token, opts...)
+		_, err := NewGitHub(tc.owner, tc.repo, tc.token, Options{API: tc.api})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewGitHub(%q,%q,%q,%q) = %v, want %q", tc.owner, tc.repo, tc.token, tc.api, err, tc.want)
 		}
@@ -269,7 +265,7 @@ func TestTokenStaysWithTheAPIHost(t *testing.T) {
 			http.Redirect(w, r, target+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 		}))
 		t.Cleanup(redirect.Close)
-		gh, err := NewGitHub("acme", "charts", token, WithAPI(redirect.URL))
+		gh, err := NewGitHub("acme", "charts", token, Options{API: redirect.URL})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,11 +276,11 @@ func TestTokenStaysWithTheAPIHost(t *testing.T) {
 	if n := len(far.Calls()) + len(near.Calls()); n != 0 {
 		t.Errorf("the redirect targets got %d requests: %v %v", n, far.Calls(), near.Calls())
 	}
-	if _, err := NewGitHub("acme", "charts", token, WithAPI(far.URL)); err == nil || !strings.Contains(err.Error(), "cleartext") {
+	if _, err := NewGitHub("acme", "charts", token, Options{API: far.URL}); err == nil || !strings.Contains(err.Error(), "cleartext") {
 		t.Errorf("plain HTTP to %s accepted: %v", far.URL, err)
 	}
 	for _, ok := range []string{"https://api.github.com", "https://ghe.example/api/v3", near.URL, "http://localhost:8080"} {
-		if _, err := NewGitHub("acme", "charts", token, WithAPI(ok)); err != nil {
+		if _, err := NewGitHub("acme", "charts", token, Options{API: ok}); err != nil {
 			t.Errorf("%s refused: %v", ok, err)
 		}
 	}

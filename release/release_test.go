@@ -99,7 +99,7 @@ func (w *world) options(t testing.TB, dir string, dry bool) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prs, err := pullrequest.NewGitHub("acme", "charts", token, pullrequest.WithAPI(w.gh.URL))
+	prs, err := pullrequest.NewGitHub("acme", "charts", token, pullrequest.Options{API: w.gh.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func runRelease(c *cli.Context) error {
 		} else if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
 			return usage("--repo %q: want OWNER/NAME", c.String("repo"))
 		}
-		gh, err := pullrequest.NewGitHub(owner, name, token, pullrequest.WithAPI(c.String("github-api")), pullrequest.WithLogger(log))
+		gh, err := pullrequest.NewGitHub(owner, name, token, pullrequest.Options{API: c.String("github-api"), Logger: log})
 		if err != nil {
 			return usage("%w", err)
 		}
