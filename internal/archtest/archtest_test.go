@@ -75,9 +75,10 @@ func TestImportGraph(t *testing.T) {
 // the resolver for every lookup; the writers (publish pushes charts,
 // deprecation pushes recall markers, imagebuild pushes chartpin's image,
 // demo seeds its embedded registry); upgrade pulls charts through Helm's
-// client; and the test registries. Everything else, cmd included, reads a
-// registry through the resolver, so every lookup is counted, mirrored,
-// authenticated and bounded in one place.
+// client; the test registries and signers, and hack/cosign (it exports
+// the cosign CLI's signatures for the tests). Everything else, cmd
+// included, reads a registry through the resolver, so every lookup is
+// counted, mirrored, authenticated and bounded in one place.
 var registryClients = map[string]bool{
 	"github.com/chartpin/chartpin/resolver":              true,
 	"github.com/chartpin/chartpin/publish":               true,
@@ -87,6 +88,7 @@ var registryClients = map[string]bool{
 	"github.com/chartpin/chartpin/upgrade":               true,
 	"github.com/chartpin/chartpin/internal/registrytest": true,
 	"github.com/chartpin/chartpin/internal/cosigned":     true,
+	"github.com/chartpin/chartpin/hack/cosign":           true,
 }
 
 // registryImports are the client libraries that send registry requests.

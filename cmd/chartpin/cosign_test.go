@@ -1,0 +1,155 @@
+package main
+
+import (
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chartpin/chartpin/internal/registrytest"
+)
+
+// cosignFixture is an image signed by the cosign CLI itself (v2, key-based,
+// no transparency log), as hack/cosign/fixture.sh exported it from a
+// docker-registry: the index at tag 1.0, its sha256-<hex>.sig signature,
+// and an OCI 1.1 referrer signature kept under the referrers tag sha256-<hex>.
+var cosignFixture = filepath.Join("testdata", "cosign")
+
+// fixtureDigest is the signed index's digest, as the layout names it.
+func fixtureDigest(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(cosignFixture, "layout", "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx struct {
+		Manifests []struct {
+			Digest      string            `json:"digest"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal(data, &idx); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range idx.Manifests {
+		if m.Annotations["org.opencontainers.image.ref.name"] == "1.0" {
+			return m.Digest
+		}
+	}
+	t.Fatal("the cosign fixture has no tag 1.0")
+	return ""
+}
+
+// onlyReferrer is the one manifest the fixture's referrers index lists.
+func onlyReferrer(t *testing.T, index string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(cosignFixture, "layout", "blobs", "sha256", strings.TrimPrefix(index, "sha256:")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx struct {
+		Manifests []struct {
+			Digest string `json:"digest"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal(data, &idx); err != nil || len(idx.Manifests) != 1 {
+		t.Fatalf("referrers index %s: %v\n%s", index, err, data)
+	}
+	return idx.Manifests[0].Digest
+}
+
+// cosignChart is pinChart for the fixture's image with verify: {key:
+// cosign.pub}, the public half of the key the fixture was signed with.
+func cosignChart(t *testing.T, host string) string {
+	t.Helper()
+	dir := pinChart(t, host)
+	pub, err := os.ReadFile(filepath.Join(cosignFixture, "cosign.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: image\n        verify: {key: cosign.pub}\n",
+		"cosign.pub":    string(pub),
+	}
+	for n, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// pin accepts the signatures the cosign CLI makes, at the .sig tag and as an
+// OCI 1.1 referrer (docker-registry has no referrers API: the referrers tag),
+// and refuses the same image once its signature is gone: exit 1, the image
+// and the reason named, no file touched.
+func TestPinCosignCLISignature(t *testing.T) {
+	digest := fixtureDigest(t)
+	tag := strings.Replace(digest, ":", "-", 1)
+	layout := filepath.Join(cosignFixture, "layout")
+	for _, tc := range []struct {
+		name string
+		tags []string
+		// signature picks the digest of the signature manifest out of what was pushed.
+		signature func(pushed map[string]string) string
+	}{
+		{"sig tag", []string{"1.0", tag + ".sig"}, func(pushed map[string]string) string { return pushed[tag+".sig"] }},
+		{"referrer", []string{"1.0", tag}, func(pushed map[string]string) string { return onlyReferrer(t, pushed[tag]) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := registrytest.StartDistribution(t, registrytest.DistributionOptions{})
+			pushed := reg.PushLayout(t, layout, "team/app", tc.tags...)
+			dir := cosignChart(t, reg.Host)
+			out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--output", "json", "--config", filepath.Join(dir, "chartpin.yaml"))
+			if code != 0 {
+				t.Fatalf("exit %d\n%s%s", code, out, errOut)
+			}
+			if got, _ := os.ReadFile(filepath.Join(dir, "values.yaml")); !strings.Contains(string(got), "digest: \""+digest+"\"") {
+				t.Errorf("values.yaml after the pin:\n%s", got)
+			}
+			var res struct {
+				Charts []struct {
+					Pins []struct {
+						NewDigest string `json:"new_digest"`
+						Signature string `json:"signature"`
+					} `json:"pins"`
+				} `json:"charts"`
+			}
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if len(res.Charts) != 1 || len(res.Charts[0].Pins) != 1 {
+				t.Fatalf("want one pin:\n%s", out)
+			}
+			p := res.Charts[0].Pins[0]
+			if want := tc.signature(pushed); p.NewDigest != digest || p.Signature != want {
+				t.Errorf("pin %+v: want %s verified by signature %s", p, digest, want)
+			}
+		})
+	}
+
+	t.Run("signature removed", func(t *testing.T) {
+		reg := registrytest.StartDistribution(t, registrytest.DistributionOptions{})
+		reg.PushLayout(t, layout, "team/app", "1.0")
+		dir := cosignChart(t, reg.Host)
+		before := hashDir(t, dir)
+		lock := filepath.Join(t.TempDir(), "lock.yaml")
+		_, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--config", filepath.Join(dir, "chartpin.yaml"), "--write-digests", lock)
+		if code != 1 {
+			t.Errorf("exit %d, want 1; stderr:\n%s", code, errOut)
+		}
+		for _, want := range []string{"values.yaml:5 (image.digest)", "image " + reg.Host + "/team/app:1.0", "refusing to pin " + digest, "has no signature", "cosign.pub"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("stderr does not say %q:\n%s", want, errOut)
+			}
+		}
+		if after := hashDir(t, dir); !maps.Equal(before, after) {
+			t.Errorf("a refused pin changed files:\nbefore %v\nafter  %v", before, after)
+		}
+		if _, err := os.Stat(lock); err == nil {
+			t.Error("a refused pin wrote the --write-digests file")
+		}
+	})
+}
