@@ -27,7 +27,7 @@ func BenchmarkCheck20Charts(b *testing.B) {
 	r.Commit("change one chart")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := guard.Check(context.Background(), r.Dir, "origin/main")
+		res, err := guard.Check(context.Background(), r.Dir, guard.Options{Base: "origin/main"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,6 +9,7 @@
 package guard
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -125,57 +126,58 @@ type Finding struct {
 	Message string `json:"message"`
 }
 
-// Option configures Check.
-type Option func(*options)
-
-type options struct {
-	dirs      []string
-	cfg       *config.File
-	index     string
-	oci       string
-	resolver  resolver.Interface
-	artifacts resolver.Artifacts
-	client    *http.Client
-	timeout   time.Duration
-	logger    *slog.Logger
+// Options says what Check compares and where published versions are read.
+type Options struct {
+	// Base is the revision the working tree is compared with (origin/main).
+	Base string
+	// Dirs, when set, are the chart directories to check (relative to the
+	// working directory or absolute) instead of every Chart.yaml in the repository.
+	Dirs []string
+	// Config adds the configured charts to those found by walking, with their appVersion policy.
+	Config *config.File
+	// Index refuses a version already in this index.yaml (http(s) URL or file).
+	Index string
+	// OCI refuses a version already pushed under this oci://HOST/PATH; tags
+	// are listed through Resolver, deprecation markers read through
+	// Artifacts (nil offline).
+	OCI       string
+	Resolver  resolver.Interface
+	Artifacts resolver.Artifacts
+	// HTTPClient fetches an Index URL (default http.DefaultClient).
+	HTTPClient *http.Client
+	// Timeout bounds each network step (default 30s).
+	Timeout time.Duration
+	// Logger logs decisions (silent by default).
+	Logger *slog.Logger
 }
 
-// WithDirs checks only these chart directories (relative to the working
-// directory or absolute) instead of walking the repository for Chart.yaml.
-func WithDirs(dirs ...string) Option { return func(o *options) { o.dirs = dirs } }
-
-// WithConfig adds the configured charts to those found by walking, with their appVersion policy.
-func WithConfig(f *config.File) Option { return func(o *options) { o.cfg = f } }
-
-// WithIndex refuses a version already in this index.yaml (http(s) URL or file).
-func WithIndex(urlOrFile string) Option { return func(o *options) { o.index = urlOrFile } }
-
-// WithOCI refuses a version already pushed under this oci://HOST/PATH; tags
-// are listed through r, deprecation markers read through a (nil offline).
-func WithOCI(ref string, r resolver.Interface, a resolver.Artifacts) Option {
-	return func(o *options) { o.oci, o.resolver, o.artifacts = ref, r, a }
+// Validate checks the options by themselves, before git or the network is
+// touched: a base revision, and an index that can be fetched as written.
+func (o Options) Validate() error {
+	if o.Base == "" {
+		return failure.Input(failure.Optionf("guard: no base revision; pass {{Base}} REF, e.g. {{Base}} origin/main"))
+	}
+	return o.published().Validate()
 }
 
-// WithHTTPClient is the client that fetches an index URL.
-func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.client = c } }
-
-// WithTimeout bounds each network step (default 30s).
-func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
-
-// WithLogger logs decisions (silent by default).
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+// published is the chart repository named by Index or OCI.
+func (o Options) published() *deprecation.Repository {
+	return &deprecation.Repository{
+		Index: o.Index, OCI: o.OCI, Client: o.HTTPClient, Resolver: o.Resolver, Artifacts: o.Artifacts, Timeout: o.Timeout,
+	}
+}
 
 // Check compares every chart in the repository containing dir (or those
-// selected by options) between base and the working tree. Findings are in the
-// Result (see Result.Err); a returned error means the check could not run.
-func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, error) {
-	o := options{client: http.DefaultClient, timeout: 30 * time.Second, logger: slog.New(slog.DiscardHandler)}
-	for _, opt := range opts {
-		opt(&o)
+// selected by options) between o.Base and the working tree. Findings are in
+// the Result (see Result.Err); a returned error means the check could not run.
+func Check(ctx context.Context, dir string, o Options) (*Result, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
-	if base == "" {
-		return nil, failure.Input(failure.Optionf("guard: no base revision; pass {{Base}} REF, e.g. {{Base}} origin/main"))
-	}
+	o.HTTPClient = cmp.Or(o.HTTPClient, http.DefaultClient)
+	o.Timeout = cmp.Or(o.Timeout, 30*time.Second)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	base := o.Base
 	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if err != nil {
 		return nil, failure.Input(fmt.Errorf("opening the git repository at %s: %w; run guard inside a checkout", dir, err))
@@ -184,12 +186,7 @@ func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, erro
 	if err != nil {
 		return nil, failure.Input(fmt.Errorf("opening the work tree at %s: %w; guard needs a non-bare checkout", dir, err))
 	}
-	g := &guard{o: o, base: base, repo: repo, root: wt.Filesystem.Root(), published: &deprecation.Repository{
-		Index: o.index, OCI: o.oci, Client: o.client, Resolver: o.resolver, Artifacts: o.artifacts, Timeout: o.timeout,
-	}}
-	if err := g.published.Validate(); err != nil {
-		return nil, err
-	}
+	g := &guard{o: o, base: base, repo: repo, root: wt.Filesystem.Root(), published: o.published()}
 	res := &Result{Base: base}
 
 	baseHash, err := repo.ResolveRevision(plumbing.Revision(base))
@@ -226,7 +223,7 @@ func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, erro
 		if dirty {
 			res.Uncommitted = append(res.Uncommitted, d)
 		}
-		g.o.logger.Debug("guard", "chart", d, "state", c.State, "files", len(c.Files), "findings", len(c.Findings), "uncommitted", dirty)
+		g.o.Logger.Debug("guard", "chart", d, "state", c.State, "files", len(c.Files), "findings", len(c.Findings), "uncommitted", dirty)
 		res.Charts = append(res.Charts, c)
 	}
 	res.Compared = res.compared()
@@ -234,7 +231,7 @@ func Check(ctx context.Context, dir, base string, opts ...Option) (*Result, erro
 }
 
 type guard struct {
-	o    options
+	o    Options
 	base string
 	repo *git.Repository
 	root string
@@ -364,7 +361,7 @@ func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *objec
 // unchanged chart they are listed, since this change did not bring them.
 // The chart's own published version is refused above already.
 func (g *guard) deprecated(ctx context.Context, c *Chart, chartFile string) error {
-	if g.o.index == "" && g.o.oci == "" {
+	if g.o.Index == "" && g.o.OCI == "" {
 		return nil
 	}
 	data, err := os.ReadFile(filepath.Join(g.root, filepath.FromSlash(chartFile)))
@@ -389,8 +386,8 @@ func (g *guard) deprecated(ctx context.Context, c *Chart, chartFile string) erro
 
 // appVersionMode is the configured appVersion policy of dir ("auto" by default).
 func (g *guard) appVersionMode(dir string) string {
-	if g.o.cfg != nil {
-		for _, c := range g.o.cfg.Charts {
+	if g.o.Config != nil {
+		for _, c := range g.o.Config.Charts {
 			if rel, err := g.rel(c.Dir); err == nil && rel == dir && c.AppVersion != "" {
 				return c.AppVersion
 			}
@@ -418,8 +415,8 @@ func short(h string) string {
 func (g *guard) chartDirs(baseTree *object.Tree) ([]string, error) {
 	var dirs []string
 	switch {
-	case len(g.o.dirs) > 0:
-		for _, d := range g.o.dirs {
+	case len(g.o.Dirs) > 0:
+		for _, d := range g.o.Dirs {
 			rel, err := g.rel(d)
 			if err != nil {
 				return nil, err
@@ -438,8 +435,8 @@ func (g *guard) chartDirs(baseTree *object.Tree) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if g.o.cfg != nil {
-			for _, c := range g.o.cfg.Charts {
+		if g.o.Config != nil {
+			for _, c := range g.o.Config.Charts {
 				rel, err := g.rel(c.Dir)
 				if err != nil {
 					return nil, err

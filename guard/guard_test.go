@@ -27,7 +27,7 @@ func TestResultFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := guard.Check(context.Background(), r.Dir, "origin/main", guard.WithConfig(cfg))
+	res, err := guard.Check(context.Background(), r.Dir, guard.Options{Base: "origin/main", Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,13 +60,13 @@ func TestNoBaseIsInput(t *testing.T) {
 	r := guardtest.New(t)
 	r.Chart("a", "a", "1.0.0", "1.0.0")
 	r.Base()
-	if _, err := guard.Check(context.Background(), r.Dir, ""); failure.Code(err) != 2 || !strings.Contains(err.Error(), "pass Base REF") || strings.Contains(err.Error(), "--") {
+	if _, err := guard.Check(context.Background(), r.Dir, guard.Options{Base: ""}); failure.Code(err) != 2 || !strings.Contains(err.Error(), "pass Base REF") || strings.Contains(err.Error(), "--") {
 		t.Errorf("no base: %v; want exit 2 naming the option Base, no flag", err)
 	}
-	if _, err := guard.Check(context.Background(), r.Dir, "no-such-rev"); failure.Code(err) != 2 || !strings.Contains(err.Error(), "resolving Base no-such-rev") {
+	if _, err := guard.Check(context.Background(), r.Dir, guard.Options{Base: "no-such-rev"}); failure.Code(err) != 2 || !strings.Contains(err.Error(), "resolving Base no-such-rev") {
 		t.Errorf("unknown base: %v; want exit 2 naming the option Base", err)
 	}
-	if _, err := guard.Check(context.Background(), t.TempDir(), "origin/main"); failure.Code(err) != 2 {
+	if _, err := guard.Check(context.Background(), t.TempDir(), guard.Options{Base: "origin/main"}); failure.Code(err) != 2 {
 		t.Errorf("not a repository: %v", err)
 	}
 }
@@ -90,7 +90,7 @@ func TestVersionRuleIsPublishs(t *testing.T) {
 			r.Write("charts/a/values.yaml", "replicaCount: 2\n")
 			r.ChartYAML("charts/a", "a", c.new, "1.0")
 			r.Commit("change")
-			res, err := guard.Check(context.Background(), r.Dir, "origin/main")
+			res, err := guard.Check(context.Background(), r.Dir, guard.Options{Base: "origin/main"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -62,8 +62,8 @@ func TestIndexURLCredentialsAreNeverShown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs bytes.Buffer
-			res, err := guard.Check(context.Background(), r.Dir, "origin/main", guard.WithIndex(tc.index),
-				guard.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+			res, err := guard.Check(context.Background(), r.Dir, guard.Options{Base: "origin/main", Index: tc.index,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			shown := logs.String()
 			switch {
 			case tc.finding && err != nil:

@@ -43,26 +43,24 @@ func runGuard(c *cli.Context) error {
 	ctx, cancel := commandContext(c)
 	defer cancel()
 	dirs := c.Args().Slice()
-	opts := []guard.Option{guard.WithDirs(dirs...), guard.WithLogger(logger(c)), guard.WithIndex(c.String("index"))}
+	opts := guard.Options{Base: base, Dirs: dirs, Logger: logger(c), Index: c.String("index"), OCI: c.String("oci")}
 	cfg, err := checkConfig(c.String("config"))
 	if err != nil {
 		return err
 	}
-	if cfg != nil {
-		opts = append(opts, guard.WithConfig(cfg))
-	}
-	if oci := c.String("oci"); oci != "" {
+	opts.Config = cfg
+	if opts.OCI != "" {
 		r, err := newResolver(c)
 		if err != nil {
 			return err
 		}
-		opts = append(opts, guard.WithOCI(oci, r, r.Artifacts()))
+		opts.Resolver, opts.Artifacts = r, r.Artifacts()
 	}
 	repoDir := "."
 	if len(dirs) > 0 {
 		repoDir = dirs[0]
 	}
-	res, err := guard.Check(ctx, repoDir, base, opts...)
+	res, err := guard.Check(ctx, repoDir, opts)
 	if err != nil {
 		return err
 	}
