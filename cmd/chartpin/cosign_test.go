@@ -81,11 +81,12 @@ func cosignChart(t *testing.T, host string) string {
 	return dir
 }
 
-// pin accepts the signatures the cosign CLI makes, at the .sig tag and as an
-// OCI 1.1 referrer (docker-registry has no referrers API: the referrers tag),
-// and refuses the same image once its signature is gone: exit 1, the image
-// and the reason named, no file touched.
-func TestPinCosignCLISignature(t *testing.T) {
+// pin and drift accept the signatures the cosign CLI makes, at the .sig tag
+// and as an OCI 1.1 referrer (docker-registry has no referrers API: the
+// referrers tag), and refuse the same image once its signature is gone: pin
+// exits 1 with the image and the reason named and no file touched; drift
+// reports the pinned digest UNSIGNED.
+func TestCosignCLISignature(t *testing.T) {
 	digest := fixtureDigest(t)
 	tag := strings.Replace(digest, ":", "-", 1)
 	layout := filepath.Join(cosignFixture, "layout")
@@ -127,6 +128,12 @@ func TestPinCosignCLISignature(t *testing.T) {
 			if want := tc.signature(pushed); p.NewDigest != digest || p.Signature != want {
 				t.Errorf("pin %+v: want %s verified by signature %s", p, digest, want)
 			}
+
+			code, out = runCheck(t, "--insecure-registry", reg.Host, "drift", "--config", filepath.Join(dir, "chartpin.yaml"))
+			wantExit(t, code, 0, out)
+			if !strings.Contains(out, "\nok  ") || strings.Contains(out, "UNSIGNED") {
+				t.Errorf("drift of the signed pin:\n%s", out)
+			}
 		})
 	}
 
@@ -150,6 +157,24 @@ func TestPinCosignCLISignature(t *testing.T) {
 		}
 		if _, err := os.Stat(lock); err == nil {
 			t.Error("a refused pin wrote the --write-digests file")
+		}
+
+		// Pinned by hand (or before the signature went): drift says UNSIGNED.
+		values := filepath.Join(dir, "values.yaml")
+		data, err := os.ReadFile(values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pinned := strings.Replace(string(data), `digest: ""`, `digest: "`+digest+`"`, 1)
+		if err := os.WriteFile(values, []byte(pinned), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out := runCheck(t, "--insecure-registry", reg.Host, "drift", "--config", filepath.Join(dir, "chartpin.yaml"))
+		wantExit(t, code, 1, out)
+		for _, want := range []string{"UNSIGNED  " + values + ":5 image.digest", "has no signature", "1 UNSIGNED"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("drift does not say %q:\n%s", want, out)
+			}
 		}
 	})
 }
