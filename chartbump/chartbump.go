@@ -12,15 +12,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
 	"gopkg.in/yaml.v3"
 
-	"github.com/chartpin/chartpin/internal/atomicfile"
 	"github.com/chartpin/chartpin/internal/chartfile"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/yamledit"
@@ -80,13 +77,9 @@ func (c Change) Changed() bool { return !bytes.Equal(c.Before, c.After) }
 
 // Read parses dir/Chart.yaml.
 func Read(dir string) (*Chart, error) {
-	path := filepath.Join(dir, "Chart.yaml")
-	data, err := chartfile.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, failure.Input(fmt.Errorf("reading chart %s: no Chart.yaml; pass a chart directory: %w", dir, err))
-	}
+	path, data, err := chartfile.ReadChart(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reading chart %s: %w", dir, err)
+		return nil, err
 	}
 	return Parse(path, data)
 }
@@ -327,12 +320,5 @@ func Write(ch Change) error {
 	if !ch.Changed() {
 		return nil
 	}
-	now, err := chartfile.ReadFile(ch.Path)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", ch.Path, err)
-	}
-	if !bytes.Equal(now, ch.Before) {
-		return fmt.Errorf("writing %s: the file changed since it was read; run again", ch.Path)
-	}
-	return atomicfile.WriteFile(ch.Path, ch.After, 0o644)
+	return chartfile.Replace(ch.Path, ch.Before, ch.After)
 }

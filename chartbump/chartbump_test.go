@@ -302,7 +302,7 @@ func TestWrite(t *testing.T) {
 		t.Fatalf("mode %v, want 0640 kept", fi.Mode().Perm())
 	}
 	// The same plan again: the file moved on, so it refuses.
-	if err := Write(change); err == nil || !strings.Contains(err.Error(), "changed since it was read") {
+	if err := Write(change); err == nil || !strings.Contains(err.Error(), "changed on disk since it was read") {
 		t.Fatalf("stale write: %v", err)
 	}
 	// Idempotent: the release version again changes nothing and writes nothing.

@@ -6,9 +6,7 @@
 package discover
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -23,11 +21,6 @@ import (
 	"github.com/chartpin/chartpin/resolver"
 	"github.com/chartpin/chartpin/yamledit"
 )
-
-// ValuesFile is the file chartpin pins into: only chart defaults reach
-// installed edges through helm upgrade --reset-then-reuse-values
-// (docs/design.md#pins-live-in-chart-defaults).
-const ValuesFile = "values.yaml"
 
 // Pin is one pin location in values.yaml and the image it pins.
 type Pin struct {
@@ -98,16 +91,12 @@ func Chart(dir string, cfg *config.Chart) ([]Pin, error) {
 
 // readValues parses dir's values.yaml and returns its absolute path and values tree.
 func readValues(dir string) (string, *yaml.Node, error) {
-	name := filepath.Join(dir, ValuesFile)
+	name, data, err := chartfile.ReadValues(dir)
+	if err != nil {
+		return "", nil, err
+	}
 	if abs, err := filepath.Abs(name); err == nil {
 		name = abs
-	}
-	data, err := chartfile.ReadFile(name)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", nil, failure.Input(fmt.Errorf("reading values: %w; is %s a chart directory?", err, dir))
-		}
-		return "", nil, fmt.Errorf("reading values: %w", err)
 	}
 	f, err := yamledit.Parse(name, data)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/chartpin/chartpin/config"
+	"github.com/chartpin/chartpin/internal/chartfile"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/yamledit"
 )
@@ -501,7 +502,7 @@ aliased:
 	}
 	for label, dir := range dirs {
 		// Find on a tree parsed here, so the pins' nodes are nodes of root.
-		name := filepath.Join(dir, ValuesFile)
+		name := filepath.Join(dir, chartfile.ValuesFile)
 		data, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

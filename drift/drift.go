@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +19,7 @@ import (
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/deprecation"
 	"github.com/chartpin/chartpin/discover"
+	"github.com/chartpin/chartpin/internal/chartfile"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/pinrule"
 	"github.com/chartpin/chartpin/resolver"
@@ -217,10 +216,9 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 	}
 	if o.repo != nil {
 		for _, t := range targets {
-			file := filepath.Join(t.Dir, "Chart.yaml")
-			data, err := os.ReadFile(file)
+			file, data, err := chartfile.ReadChart(t.Dir)
 			if err != nil {
-				return nil, failure.Input(fmt.Errorf("reading %s: %w", file, err))
+				return nil, err
 			}
 			refs, err := o.repo.Referenced(ctx, file, data)
 			if err != nil {
@@ -276,7 +274,7 @@ func Pins(t Target) (pins []discover.Pin, notes []string, err error) {
 	})
 	if len(pins) == 0 {
 		return nil, nil, failure.Input(fmt.Errorf("%s/%s holds no image pins (no digest, sha, *Digest key or repo@sha256 value); nothing to watch, so this is not a pass",
-			strings.TrimSuffix(t.Dir, "/"), discover.ValuesFile))
+			strings.TrimSuffix(t.Dir, "/"), chartfile.ValuesFile))
 	}
 	return pins, notes, nil
 }

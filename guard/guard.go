@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/deprecation"
+	"github.com/chartpin/chartpin/internal/chartfile"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -284,7 +284,11 @@ func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *objec
 		c.Name, c.OldVersion, c.OldAppVersion = meta.name, meta.version.value, meta.appVersion.value
 		return c, dirty, nil
 	}
-	meta, err := diskMeta(g.root, chartFile)
+	_, data, err := chartfile.ReadChart(filepath.Join(g.root, filepath.FromSlash(dir)))
+	if err != nil {
+		return c, dirty, err
+	}
+	meta, err := parseMeta(chartFile, data)
 	if err != nil {
 		return c, dirty, err
 	}
@@ -316,7 +320,7 @@ func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *objec
 		c.OldVersion, c.OldAppVersion = old.version.value, old.appVersion.value
 		if len(c.Files) == 0 {
 			c.State = Unchanged
-			return c, dirty, g.deprecated(ctx, &c, chartFile)
+			return c, dirty, g.deprecated(ctx, &c, chartFile, data)
 		}
 		c.State = Changed
 		oldV, oerr := parseVersion(old.version.value)
@@ -353,20 +357,16 @@ func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *objec
 			add(meta.version.line, "%s version %s is already published in %s; published versions are never overwritten, bump to a new version", meta.name, meta.version.value, v.Where)
 		}
 	}
-	return c, dirty, g.deprecated(ctx, &c, chartFile)
+	return c, dirty, g.deprecated(ctx, &c, chartFile, data)
 }
 
 // deprecated reports the recalled versions the chart's Chart.yaml still
 // names. A change that ships a recalled dependency is refused; in an
 // unchanged chart they are listed, since this change did not bring them.
 // The chart's own published version is refused above already.
-func (g *guard) deprecated(ctx context.Context, c *Chart, chartFile string) error {
+func (g *guard) deprecated(ctx context.Context, c *Chart, chartFile string, data []byte) error {
 	if g.o.Index == "" && g.o.OCI == "" {
 		return nil
-	}
-	data, err := os.ReadFile(filepath.Join(g.root, filepath.FromSlash(chartFile)))
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", chartFile, err)
 	}
 	refs, err := g.published.Referenced(ctx, chartFile, data)
 	if err != nil {

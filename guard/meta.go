@@ -2,8 +2,6 @@ package guard
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -56,15 +54,6 @@ func parseMeta(name string, data []byte) (meta, error) {
 		}
 	}
 	return m, nil
-}
-
-func diskMeta(root, chartFile string) (meta, error) {
-	p := filepath.Join(root, filepath.FromSlash(chartFile))
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return meta{}, fmt.Errorf("reading %s: %w", chartFile, err)
-	}
-	return parseMeta(chartFile, data)
 }
 
 func (g *guard) treeMeta(tree *object.Tree, chartFile string) (meta, error) {

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -357,31 +356,20 @@ func Lock(ctx context.Context, opts Options) (unlock func(), notes []string, err
 }
 
 func (c *chart) load() error {
-	if fi, err := os.Stat(c.dir); err != nil || !fi.IsDir() {
-		return failure.Input(fmt.Errorf("chart dir %s: not a directory; name a chart directory holding Chart.yaml and values.yaml", c.dir))
-	}
-	chartPath := filepath.Join(c.dir, "Chart.yaml")
-	data, err := chartfile.ReadFile(chartPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return failure.Input(fmt.Errorf("reading chart %s: no Chart.yaml; pass a chart directory: %w", c.dir, err))
-	}
-	if err != nil {
-		return fmt.Errorf("reading chart %s: %w", c.dir, err)
-	}
-	meta, err := chartbump.Parse(chartPath, data)
+	files, err := chartfile.Load(c.dir)
 	if err != nil {
 		return err
 	}
-	c.meta, c.chartData = meta, data
+	meta, err := chartbump.Parse(files.ChartPath, files.Chart)
+	if err != nil {
+		return err
+	}
+	c.meta, c.chartData = meta, files.Chart
 	c.res = ChartResult{Dir: c.dir, Name: meta.Name, OldVersion: meta.Version.Value, NewVersion: meta.Version.Value}
 	if meta.AppVersion != nil {
 		c.res.OldAppVersion, c.res.NewAppVersion = meta.AppVersion.Value, meta.AppVersion.Value
 	}
-	name := filepath.Join(c.dir, discover.ValuesFile)
-	data, err = chartfile.ReadFile(name)
-	if err != nil {
-		return failure.Input(fmt.Errorf("reading values: %w; pins live in the chart's default values.yaml", err))
-	}
+	name, data := files.ValuesPath, files.Values
 	c.values, err = yamledit.Parse(name, data)
 	if err != nil {
 		return err

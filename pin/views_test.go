@@ -124,7 +124,7 @@ func TestApplyRefusesConcurrentChange(t *testing.T) {
 	}
 	edited := hashTree(t, work)
 	err := res.Apply()
-	if err == nil || !strings.Contains(err.Error(), "changed on disk since the plan") {
+	if err == nil || !strings.Contains(err.Error(), "changed on disk since it was read") {
 		t.Fatalf("Apply: %v", err)
 	}
 	after := hashTree(t, work)

@@ -1,7 +1,6 @@
 package chartfile
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -75,12 +74,8 @@ func Write(charts []Chart) error {
 		}
 		j := journal{}
 		for _, f := range c.Files {
-			cur, err := ReadFile(f.Path)
-			if err != nil {
-				return fmt.Errorf("re-reading %s before writing: %w", f.Path, err)
-			}
-			if !bytes.Equal(cur, f.Before) {
-				return fmt.Errorf("%s changed on disk since the plan; nothing written, rerun chartpin pin", f.Path)
+			if err := Unchanged(f.Path, f.Before); err != nil {
+				return err
 			}
 			rel, err := filepath.Rel(c.Dir, f.Path)
 			if err != nil || !filepath.IsLocal(rel) {
