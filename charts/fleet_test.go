@@ -147,7 +147,7 @@ func TestFleetRingsAndRecall(t *testing.T) {
 				}
 			}
 		}
-		cfg, _, err := upgrade.NewConfiguration(ns, upgrade.WithKubeconfig(srv.Kubeconfig(t, ns+"-token")))
+		cfg, _, err := upgrade.NewConfiguration(upgrade.ClusterOptions{Namespace: ns, Kubeconfig: srv.Kubeconfig(t, ns+"-token")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -841,8 +841,8 @@ func (w *world) upgrade(ns, token string, o upgrade.Options) (upgrade.Result, er
 	if w.kube == nil {
 		return upgrade.Run(w.ctx, w.memory[ns], o)
 	}
-	cfg, gotNS, err := upgrade.NewConfiguration(ns, upgrade.WithKubeconfig(w.api.Kubeconfig(w.t, token, ns)),
-		upgrade.WithRequestTimeout(requestTimeout), upgrade.WithLogger(discard()))
+	cfg, gotNS, err := upgrade.NewConfiguration(upgrade.ClusterOptions{Namespace: ns, Kubeconfig: w.api.Kubeconfig(w.t, token, ns),
+		RequestTimeout: requestTimeout, Logger: discard()})
 	if err != nil {
 		return upgrade.Result{}, err
 	}
@@ -869,7 +869,7 @@ func (w *world) adminConfig(s *step, ns string) *action.Configuration {
 	if w.kube == nil {
 		return w.memory[ns]
 	}
-	cfg, _, err := upgrade.NewConfiguration(ns, upgrade.WithKubeconfig(w.kube.Kubeconfig(w.t, kubetest.AdminToken)), upgrade.WithLogger(discard()))
+	cfg, _, err := upgrade.NewConfiguration(upgrade.ClusterOptions{Namespace: ns, Kubeconfig: w.kube.Kubeconfig(w.t, kubetest.AdminToken), Logger: discard()})
 	if err != nil {
 		s.fatalf("helm configuration: %v", err)
 	}

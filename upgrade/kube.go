@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -10,57 +11,50 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
-type configOptions struct {
-	kubeconfig     string
-	driver         string
-	requestTimeout time.Duration
-	log            *slog.Logger
+// ClusterOptions say which cluster and release store NewConfiguration uses.
+type ClusterOptions struct {
+	// Namespace holds the releases ("" takes the kubeconfig's, or the pod's
+	// in-cluster namespace).
+	Namespace string
+	// Kubeconfig is read instead of KUBECONFIG, ~/.kube/config or the
+	// in-cluster service account.
+	Kubeconfig string
+	// StorageDriver is Helm's release store: secret (default), configmap, memory or sql.
+	StorageDriver string
+	// RequestTimeout bounds every Kubernetes API request (zero or less:
+	// DefaultRequestTimeout, as for Options).
+	RequestTimeout time.Duration
+	// Logger receives Helm's debug lines (default: discard).
+	Logger *slog.Logger
 }
-
-// ConfigOption tunes NewConfiguration.
-type ConfigOption func(*configOptions)
-
-// WithKubeconfig reads the cluster from this kubeconfig file instead of
-// KUBECONFIG, ~/.kube/config or the in-cluster service account.
-func WithKubeconfig(path string) ConfigOption { return func(o *configOptions) { o.kubeconfig = path } }
-
-// WithStorageDriver picks Helm's release store: secret (default), configmap, memory or sql.
-func WithStorageDriver(name string) ConfigOption { return func(o *configOptions) { o.driver = name } }
-
-// WithRequestTimeout bounds every Kubernetes API request (default DefaultRequestTimeout).
-func WithRequestTimeout(d time.Duration) ConfigOption {
-	return func(o *configOptions) { o.requestTimeout = d }
-}
-
-// WithLogger receives Helm's debug lines.
-func WithLogger(l *slog.Logger) ConfigOption { return func(o *configOptions) { o.log = l } }
 
 // NewConfiguration is the Helm action configuration for releases in
-// namespace ("" takes the kubeconfig's, or the pod's in-cluster namespace),
-// and the namespace it resolved. Nothing is contacted until it is used.
-func NewConfiguration(namespace string, opts ...ConfigOption) (*action.Configuration, string, error) {
-	o := configOptions{requestTimeout: DefaultRequestTimeout, log: slog.New(slog.DiscardHandler)}
-	for _, opt := range opts {
-		opt(&o)
+// o.Namespace, and the namespace it resolved. Nothing is contacted until it
+// is used.
+func NewConfiguration(o ClusterOptions) (*action.Configuration, string, error) {
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
 	}
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	namespace := o.Namespace
 	settings := helmcli.New()
-	if o.kubeconfig != "" {
-		settings.KubeConfig = o.kubeconfig
+	if o.Kubeconfig != "" {
+		settings.KubeConfig = o.Kubeconfig
 	}
 	if namespace != "" {
 		settings.SetNamespace(namespace)
 	}
 	getter := settings.RESTClientGetter()
-	if cf, ok := getter.(*genericclioptions.ConfigFlags); ok && o.requestTimeout > 0 {
+	if cf, ok := getter.(*genericclioptions.ConfigFlags); ok {
 		// client-go has no request timeout by default: a hung API server
 		// would hang the tick.
-		t := o.requestTimeout.String()
+		t := o.RequestTimeout.String()
 		cf.Timeout = &t
 	}
 	namespace = settings.Namespace()
 	cfg := new(action.Configuration)
-	log := func(format string, v ...any) { o.log.Debug("helm: " + fmt.Sprintf(format, v...)) }
-	if err := cfg.Init(getter, namespace, o.driver, log); err != nil {
+	log := func(format string, v ...any) { o.Logger.Debug("helm: " + fmt.Sprintf(format, v...)) }
+	if err := cfg.Init(getter, namespace, o.StorageDriver, log); err != nil {
 		return nil, namespace, fmt.Errorf("setting up Helm for namespace %q: %w", namespace, err)
 	}
 	return cfg, namespace, nil

@@ -96,7 +96,7 @@ func serveAPI(t *testing.T, secrets []corev1.Secret) *apiServer {
 func TestConfigurationReadsReleaseThroughKubeconfig(t *testing.T) {
 	api := serveAPI(t, releaseSecrets(t, "1.1.0"))
 	t.Setenv("KUBECONFIG", writeKubeconfig(t, api.URL, ns))
-	cfg, gotNS, err := NewConfiguration("", WithLogger(testLogger(t)))
+	cfg, gotNS, err := NewConfiguration(ClusterOptions{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestConfigurationReadsReleaseThroughKubeconfig(t *testing.T) {
 func TestConfigurationExplicitKubeconfigAndNamespace(t *testing.T) {
 	api := serveAPI(t, nil)
 	t.Setenv("KUBECONFIG", writeKubeconfig(t, closedPort(t), "elsewhere"))
-	cfg, gotNS, err := NewConfiguration(ns, WithKubeconfig(writeKubeconfig(t, api.URL, "elsewhere")))
+	cfg, gotNS, err := NewConfiguration(ClusterOptions{Namespace: ns, Kubeconfig: writeKubeconfig(t, api.URL, "elsewhere")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestConfigurationExplicitKubeconfigAndNamespace(t *testing.T) {
 // tick within the request timeout.
 func TestHungAPIServerTimesOut(t *testing.T) {
 	hung := strings.TrimSuffix(hungServer(t), "/charts")
-	cfg, _, err := NewConfiguration(ns, WithKubeconfig(writeKubeconfig(t, hung, ns)), WithRequestTimeout(300*time.Millisecond))
+	cfg, _, err := NewConfiguration(ClusterOptions{Namespace: ns, Kubeconfig: writeKubeconfig(t, hung, ns), RequestTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,11 +65,13 @@ func runUpgrade(c *cli.Context, opts upgrade.Options) error {
 		return err
 	}
 
-	cfg, ns, err := upgrade.NewConfiguration(c.String("namespace"),
-		upgrade.WithKubeconfig(c.String("kubeconfig")),
-		upgrade.WithStorageDriver(os.Getenv("HELM_DRIVER")),
-		upgrade.WithRequestTimeout(opts.RequestTimeout),
-		upgrade.WithLogger(log))
+	cfg, ns, err := upgrade.NewConfiguration(upgrade.ClusterOptions{
+		Namespace:      c.String("namespace"),
+		Kubeconfig:     c.String("kubeconfig"),
+		StorageDriver:  os.Getenv("HELM_DRIVER"),
+		RequestTimeout: opts.RequestTimeout,
+		Logger:         log,
+	})
 	if err != nil {
 		return fmt.Errorf("upgrade: %w; check --kubeconfig, KUBECONFIG or the pod's service account", err)
 	}
