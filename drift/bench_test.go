@@ -35,7 +35,7 @@ func BenchmarkCheck200Pins(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir}})
+		rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir}}, drift.Options{})
 		if err != nil || rep.Count(drift.OK) != 200 {
 			b.Fatalf("err %v: %s", err, rep.Summary())
 		}

@@ -145,54 +145,55 @@ func (r *Report) Err() error {
 	return nil
 }
 
-// Option configures Check.
-type Option func(*options)
-
-type options struct {
-	repo     *deprecation.Repository
-	clock    func() time.Time
-	showTags bool
-	offline  bool
-	logger   *slog.Logger
-	// signatures checks verify: policies (nil: not checked).
-	signatures *signature.Checker
+// Options configure Check; the zero value checks online pins only.
+type Options struct {
+	// Now is the clock acknowledgements expire by (default time.Now).
+	Now func() time.Time
+	// ShowTags lists, for each drifted repository, the tags that share the
+	// new digest: one tag listing per repository plus a HEAD per tag checked
+	// (at most maxSharedTags, newest first).
+	ShowTags bool
+	// Offline marks the report as answered from a digest lock file.
+	Offline bool
+	// Repository, when set, reports the versions each chart's Chart.yaml
+	// names (its own, and exact dependencies from that repository) that it
+	// marks deprecated.
+	Repository *deprecation.Repository
+	// Signatures checks, for every image with verify:, that the pinned
+	// digest (and the digest a drifted float now names) carries a signature
+	// under the image's policy; one lookup per repository, digest and key.
+	// Without it (offline) such pins are listed in a note, not checked.
+	Signatures *signature.Checker
+	// Logger logs each decision (silent by default).
+	Logger *slog.Logger
 }
 
-// WithClock sets the clock acknowledgements expire by (default time.Now).
-func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
-
-// WithShowTags lists, for each drifted repository, the tags that share the
-// new digest: one tag listing per repository plus a HEAD per tag checked
-// (at most maxSharedTags, newest first).
-func WithShowTags(on bool) Option { return func(o *options) { o.showTags = on } }
-
-// WithOffline marks the report as answered from a digest lock file.
-func WithOffline(on bool) Option { return func(o *options) { o.offline = on } }
-
-// WithRepository reports the versions each chart's Chart.yaml names (its
-// own, and exact dependencies from that repository) that repo marks deprecated.
-func WithRepository(repo *deprecation.Repository) Option { return func(o *options) { o.repo = repo } }
-
-// WithLogger logs each decision (silent by default).
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+// Validate checks the options by themselves, before anything is read: a
+// Repository must be fetchable as written.
+func (o Options) Validate() error {
+	if o.Repository != nil {
+		return o.Repository.Validate()
+	}
+	return nil
+}
 
 // Check discovers the pins of every target and classifies each against r.
 // A values.yaml that cannot be read or parsed, or that holds no pin at all,
 // is an input error (exit 2).
-func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...Option) (*Report, error) {
-	o := options{clock: time.Now, logger: slog.New(slog.DiscardHandler)}
-	for _, opt := range opts {
-		opt(&o)
+func Check(ctx context.Context, r resolver.Interface, targets []Target, o Options) (*Report, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if len(targets) == 0 {
 		return nil, failure.Input(errors.New("drift: no chart to check; name a chart directory or configure charts in chartpin.yaml"))
 	}
-	if o.repo != nil {
-		if err := o.repo.Validate(); err != nil {
-			return nil, err
-		}
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
-	rep := &Report{Offline: o.offline, Checked: o.clock()}
+	rep := &Report{Offline: o.Offline, Checked: o.Now()}
 	for _, t := range targets {
 		pins, notes, err := Pins(t)
 		if err != nil {
@@ -211,16 +212,16 @@ func Check(ctx context.Context, r resolver.Interface, targets []Target, opts ...
 	}
 	c.classify(ctx)
 	c.checkSignatures(ctx)
-	if o.showTags {
+	if o.ShowTags {
 		c.sharedTags(ctx)
 	}
-	if o.repo != nil {
+	if o.Repository != nil {
 		for _, t := range targets {
 			file, data, err := chartfile.ReadChart(t.Dir)
 			if err != nil {
 				return nil, err
 			}
-			refs, err := o.repo.Referenced(ctx, file, data)
+			refs, err := o.Repository.Referenced(ctx, file, data)
 			if err != nil {
 				return nil, err
 			}
@@ -280,7 +281,7 @@ func Pins(t Target) (pins []discover.Pin, notes []string, err error) {
 }
 
 type checker struct {
-	o       options
+	o       Options
 	r       resolver.Interface
 	rep     *Report
 	configs map[string]*config.Chart
@@ -398,7 +399,7 @@ func (c *checker) classify(ctx context.Context) {
 		}(ref, *refs[ref])
 	}
 	wg.Wait()
-	now := c.o.clock()
+	now := c.o.Now()
 	for i := range items {
 		it := &items[i]
 		if it.Status != "" {
@@ -428,7 +429,7 @@ func (c *checker) classify(ctx context.Context) {
 		it.Message += it.Note
 	}
 	for _, it := range items {
-		c.o.logger.Debug("drift", "pin", it.Pin.Where(), "status", it.Status, "float", it.Float)
+		c.o.Logger.Debug("drift", "pin", it.Pin.Where(), "status", it.Status, "float", it.Float)
 	}
 }
 

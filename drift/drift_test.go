@@ -111,7 +111,7 @@ func checkClassifications(t *testing.T, push *registrytest.Pusher, host string, 
 		t.Fatal(err)
 	}
 	rec.Reset()
-	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir}})
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir}}, drift.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestDistributionWithAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := drift.Check(context.Background(), anon, []drift.Target{{Dir: f.dir}})
+	rep, err := drift.Check(context.Background(), anon, []drift.Target{{Dir: f.dir}}, drift.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestDistributionWithAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err = drift.Check(context.Background(), good, []drift.Target{{Dir: f.dir}})
+	rep, err = drift.Check(context.Background(), good, []drift.Target{{Dir: f.dir}}, drift.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestRegistryTimeoutIsUnresolved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir}})
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir}}, drift.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestAcknowledgedThenExpired(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}},
-			drift.WithClock(func() time.Time { return now }))
+			drift.Options{Now: func() time.Time { return now }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,14 +284,14 @@ func TestZeroPinsAndUnreadableAreInputErrors(t *testing.T) {
 	empty := t.TempDir()
 	os.WriteFile(filepath.Join(empty, "values.yaml"), []byte("replicaCount: 1\nimage:\n  repository: nginx\n  tag: \"1.27\"\n"), 0o644)
 	for name, dir := range map[string]string{"no pins": empty, "no values.yaml": t.TempDir()} {
-		_, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir}})
+		_, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir}}, drift.Options{})
 		if failure.Code(err) != 2 {
 			t.Errorf("%s: err %v (exit %d), want exit 2", name, err, failure.Code(err))
 		}
 	}
 	malformed := t.TempDir()
 	os.WriteFile(filepath.Join(malformed, "values.yaml"), []byte("images:\n  app: [\n"), 0o644)
-	if _, err := drift.Check(context.Background(), r, []drift.Target{{Dir: malformed}}); failure.Code(err) != 2 {
+	if _, err := drift.Check(context.Background(), r, []drift.Target{{Dir: malformed}}, drift.Options{}); failure.Code(err) != 2 {
 		t.Errorf("malformed YAML: %v, want exit 2", err)
 	}
 }
@@ -308,7 +308,7 @@ func TestShowTagsListsOncePerRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Reset()
-	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir}}, drift.WithShowTags(true))
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir}}, drift.Options{ShowTags: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestOfflineFromLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Reset()
-	rep, err := drift.Check(context.Background(), resolver.NewOffline(lock), []drift.Target{{Dir: f.dir}}, drift.WithOffline(true))
+	rep, err := drift.Check(context.Background(), resolver.NewOffline(lock), []drift.Target{{Dir: f.dir}}, drift.Options{Offline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestConfigSettlesWhatDiscoveryRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Without a config the ambiguous block is a finding, not a silent pass.
-	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir}})
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir}}, drift.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestConfigSettlesWhatDiscoveryRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err = drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}})
+	rep, err = drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}}, drift.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestAcknowledgeThePinKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}},
-		drift.WithClock(func() time.Time { return time.Date(2027, 1, 15, 0, 0, 0, 0, time.UTC) }))
+		drift.Options{Now: func() time.Time { return time.Date(2027, 1, 15, 0, 0, 0, 0, time.UTC) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +449,7 @@ func TestVersionsRangeAndFollows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}})
+		rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}}, drift.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -488,7 +488,7 @@ func TestHeldPinIsReportedNotResolved(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Reset()
-	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}})
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}}, drift.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +511,7 @@ func TestHeldPinIsReportedNotResolved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}})
+	_, err = drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}}, drift.Options{})
 	if !failure.IsInput(err) || !strings.Contains(err.Error(), filepath.Join(f.dir, "chartpin.yaml")+":4: acknowledge at: images.wroker names no pin") {
 		t.Errorf("err %v", err)
 	}

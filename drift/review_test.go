@@ -54,7 +54,7 @@ func TestDiscoveryFailureWithConfigIsAFinding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}})
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}}, drift.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestDiscoveryFailureWithConfigIsAFinding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err = drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}})
+	rep, err = drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}}, drift.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func pinThenDrift(t *testing.T, reg *registrytest.Registry, dir string) *drift.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := drift.Check(context.Background(), newResolver(t, reg.Host), []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}})
+	rep, err := drift.Check(context.Background(), newResolver(t, reg.Host), []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}}, drift.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

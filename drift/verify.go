@@ -9,12 +9,6 @@ import (
 	"github.com/chartpin/chartpin/signature"
 )
 
-// WithSignatures checks, for every image with verify:, that the pinned
-// digest (and the digest a drifted float now names) carries a signature
-// under the image's policy; one lookup per repository, digest and key.
-// Without it (offline) such pins are listed in a note, not checked.
-func WithSignatures(c *signature.Checker) Option { return func(o *options) { o.signatures = c } }
-
 // checkSignatures turns an OK, DRIFT or ACKNOWLEDGED item whose pinned
 // digest, or a DRIFT item whose new digest, has no valid signature into
 // UNSIGNED; a registry error while reading signatures is UNRESOLVED. An
@@ -30,7 +24,7 @@ func (c *checker) checkSignatures(ctx context.Context) {
 	if len(items) == 0 {
 		return
 	}
-	if c.o.signatures == nil {
+	if c.o.Signatures == nil {
 		c.rep.Notes = append(c.rep.Notes, fmt.Sprintf("%d pin(s) with verify: were not checked for signatures: the registry was not asked", len(items)))
 		return
 	}
@@ -68,7 +62,7 @@ func (c *checker) checkSignatures(ctx context.Context) {
 			wg.Add(1)
 			go func(p *signature.Policy, repo, digest string) {
 				defer wg.Done()
-				_, err := c.o.signatures.Check(ctx, p, repo, digest)
+				_, err := c.o.Signatures.Check(ctx, p, repo, digest)
 				mu.Lock()
 				errs[k] = err
 				mu.Unlock()

@@ -110,8 +110,7 @@ func TestUnsignedPinsAreFindings(t *testing.T) {
 	}
 	r := newResolver(t, reg.Host)
 	reg.Reset()
-	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}},
-		drift.WithSignatures(signature.NewChecker(r)))
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}}, drift.Options{Signatures: signature.NewChecker(r)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +172,7 @@ func TestVerifyWithoutCheckerIsANote(t *testing.T) {
 	}
 	r := newResolver(t, reg.Host)
 	reg.Reset()
-	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}})
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}}, drift.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

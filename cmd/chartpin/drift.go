@@ -55,13 +55,13 @@ func runDrift(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := []drift.Option{drift.WithShowTags(c.Bool("show-tags")), drift.WithOffline(r.Offline()), drift.WithLogger(logger(c)), drift.WithSignatures(r.Signatures())}
+	opts := drift.Options{ShowTags: c.Bool("show-tags"), Offline: r.Offline(), Logger: logger(c), Signatures: r.Signatures()}
 	if c.String("index") != "" || c.String("oci") != "" {
-		opts = append(opts, drift.WithRepository(&deprecation.Repository{
+		opts.Repository = &deprecation.Repository{
 			Index: c.String("index"), OCI: c.String("oci"), Resolver: r, Artifacts: r.Artifacts(),
-		}))
+		}
 	}
-	rep, err := drift.Check(ctx, r, targets, opts...)
+	rep, err := drift.Check(ctx, r, targets, opts)
 	if err != nil {
 		return err
 	}
