@@ -51,6 +51,19 @@ type Options struct {
 	Describe func(error) string
 }
 
+// Validate checks the options by themselves, before the remote, GitHub or
+// a registry is asked: a checkout, a pull request service unless DryRun,
+// and valid pin options.
+func (o Options) Validate() error {
+	if o.Repo == nil {
+		return failure.Input(errors.New("release: no repository"))
+	}
+	if o.PRs == nil && !o.DryRun {
+		return failure.Input(errors.New("release: no pull request service (set GITHUB_TOKEN)"))
+	}
+	return o.Pin.Validate()
+}
+
 func describe(o Options, err error) string {
 	if o.Describe != nil {
 		return o.Describe(err)
@@ -103,11 +116,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Pin.Logger == nil {
 		o.Pin.Logger = o.Logger
 	}
-	if o.Repo == nil {
-		return nil, errors.New("release: no repository")
-	}
-	if o.PRs == nil && !o.DryRun {
-		return nil, errors.New("release: no pull request service (set GITHUB_TOKEN)")
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	rep := &Report{DryRun: o.DryRun, Branch: o.Branch}
 	rep.Remote, _ = o.Repo.RemoteURL()

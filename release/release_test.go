@@ -471,3 +471,33 @@ func TestDryRunWithoutToken(t *testing.T) {
 		t.Fatalf("real run without a PR service: %v", err)
 	}
 }
+
+// Validate refuses, as input errors, what Run cannot start without, before
+// any remote is asked.
+func TestOptionsValidate(t *testing.T) {
+	dir := t.TempDir()
+	gittest.Git(t, dir, "init", "-q")
+	repo, err := gitops.Open(dir, gitops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{}, "release: no repository"},
+		{Options{Repo: repo}, "release: no pull request service (set GITHUB_TOKEN)"},
+		{Options{Repo: repo, DryRun: true, Pin: pin.Options{Bump: "huge"}}, `Bump "huge": want one of `},
+	} {
+		err := tc.o.Validate()
+		if failure.Code(err) != 2 || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("Validate() = %v (exit %d), want exit 2 and %q", err, failure.Code(err), tc.want)
+		}
+		if _, err := Run(context.Background(), tc.o); failure.Code(err) != 2 {
+			t.Errorf("Run: %v, want the same input error", err)
+		}
+	}
+	if err := (Options{Repo: repo, DryRun: true}).Validate(); err != nil {
+		t.Errorf("dry run without a pull request service: %v", err)
+	}
+}
