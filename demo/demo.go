@@ -140,7 +140,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 		return errors.New("second run wanted to change files: the pin is not idempotent")
 	}
 	fmt.Fprintln(w, "no changes")
-	return nil
+	return signedRelease(ctx, w, dir, cfgPath, host, imgs, newResolver)
 }
 
 // chartRefs lists the unique floats the configured charts pin from.
@@ -187,12 +187,17 @@ func PushIndex(ctx context.Context, ref string, platforms ...string) (string, er
 	if err != nil {
 		return "", err
 	}
-	idx, err := sample.FixedIndex(tag.RepositoryStr()+":"+tag.TagStr(), types.OCIImageIndex, platforms...)
+	return pushIndex(ctx, tag, tag.RepositoryStr()+":"+tag.TagStr(), platforms)
+}
+
+// pushIndex pushes a multi-arch index whose content follows from seed.
+func pushIndex(ctx context.Context, tag name.Tag, seed string, platforms []string) (string, error) {
+	idx, err := sample.FixedIndex(seed, types.OCIImageIndex, platforms...)
 	if err != nil {
 		return "", err
 	}
 	if err := remote.WriteIndex(tag, idx, remote.WithContext(ctx)); err != nil {
-		return "", fmt.Errorf("pushing %s: %w", ref, err)
+		return "", fmt.Errorf("pushing %s: %w", tag, err)
 	}
 	d, err := idx.Digest()
 	return d.String(), err

@@ -26,6 +26,12 @@ func TestDemoPinsTheExampleChart(t *testing.T) {
 	if !strings.Contains(out.String(), "no changes") {
 		t.Errorf("second run not reported idempotent:\n%s", out.String())
 	}
+	// The signed release: the unsigned build is refused, then pinned once signed.
+	for _, want := range []string{"REFUSED charts/example/values.yaml:59 images.jobsManager.prodDigest", "has no signature", "images.jobsManager.prodDigest sha256:", "(signature verified)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the signed release does not say %q:\n%s", want, out.String())
+		}
+	}
 	before, err := os.ReadFile(filepath.Join("..", "charts", "example", "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -54,8 +60,9 @@ func TestDemoPinsTheExampleChart(t *testing.T) {
 	}
 	old := chartVersion(t, filepath.Join("..", "charts", "example", "Chart.yaml"))
 	got := chartVersion(t, filepath.Join(dir, "charts", "example", "Chart.yaml"))
-	if want := old.IncPatch(); !got.Equal(&want) {
-		t.Errorf("Chart.yaml version = %s, want the patch bump of %s", got, old)
+	// Two releases: the first pin, and the signed build.
+	if want := old.IncPatch().IncPatch(); !got.Equal(&want) {
+		t.Errorf("Chart.yaml version = %s, want two patch bumps of %s", got, old)
 	}
 }
 
