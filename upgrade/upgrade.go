@@ -15,6 +15,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -197,32 +198,19 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 	if opts.MinAge > 0 {
 		res.MinAge = human(opts.MinAge)
 	}
-
-	if dl, ok := ctx.Deadline(); ok {
-		// A second of tolerance covers the caller's setup between creating
-		// the deadline from MinDeadline and calling Run.
-		if left, need := time.Until(dl), MinDeadline(opts); left+time.Second < need {
-			return res, failure.Input(failure.Optionf("upgrade %s: the command deadline (%s left) undercuts the %s the upgrade may need (3 × {{Timeout}} %s for rollback, upgrade and atomic rollback, plus requests): raise the command deadline to at least %s or lower {{Timeout}}",
-				opts.Release, left.Round(time.Second), need, opts.Timeout, need))
-		}
+	if err := checkDeadline(ctx, opts); err != nil {
+		return res, err
 	}
 	if cfg.Log == nil {
 		cfg.Log = func(format string, v ...any) { log.Debug("helm: " + fmt.Sprintf(format, v...)) }
 	}
 
 	// Read the release's history: the newest revision decides what to do.
-	history, err := cfg.Releases.History(opts.Release)
-	if err != nil || len(history) == 0 {
-		if err == nil || errors.Is(err, driver.ErrReleaseNotFound) {
-			return res, failure.Optionf("upgrade: release %q not found in namespace %q: install it first (helm install), or check {{Release}} and {{Namespace}}", opts.Release, opts.Namespace)
-		}
-		return res, fmt.Errorf("upgrade %s: reading release history in namespace %q: %w; is the cluster reachable with this kubeconfig or in-cluster service account, and may it read secrets there?", opts.Release, opts.Namespace, err)
+	history, err := readHistory(cfg, opts)
+	if err != nil {
+		return res, err
 	}
-	releaseutil.SortByRevision(history)
 	last := history[len(history)-1]
-	if opts.Namespace != "" && last.Namespace != opts.Namespace {
-		return res, failure.Input(failure.Optionf("upgrade %s: the release store holds it in namespace %q, not %q: check {{Namespace}}", opts.Release, last.Namespace, opts.Namespace))
-	}
 	res.Revision = last.Version
 
 	switch st := last.Info.Status; {
@@ -232,38 +220,9 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 		log.Info("decision: skip, the release is being uninstalled", "status", st, "revision", last.Version, "decision", res.Decision)
 		return res, nil
 	case st.IsPending():
-		// A killed upgrade leaves the release pending forever, and Helm refuses
-		// every later upgrade: roll back to the last good revision first.
-		good := lastGood(history)
-		if good == nil {
-			return res, fmt.Errorf("upgrade %s: revision %d is %s and no earlier revision was ever deployed, so there is nothing to roll back to: uninstall and reinstall the release", opts.Release, last.Version, st)
+		if last, err = recoverWedged(cfg, opts, log, history, &res); err != nil {
+			return res, err
 		}
-		res.Recovered = fmt.Sprintf("revision %d was %s; rolled back to revision %d (chart %s)", last.Version, st, good.Version, chartVersion(good))
-		if opts.DryRun {
-			res.Recovered = fmt.Sprintf("revision %d is %s; would roll back to revision %d (chart %s)", last.Version, st, good.Version, chartVersion(good))
-			log.Info("wedged release: would roll back (dry run)", "status", st, "revision", last.Version, "to", good.Version)
-		} else {
-			log.Info("wedged release: rolling back", "status", st, "revision", last.Version, "since", last.Info.LastDeployed.Time, "to", good.Version, "timeout", opts.Timeout)
-			rb := action.NewRollback(cfg)
-			rb.Version = good.Version
-			rb.Wait = true
-			rb.Timeout = opts.Timeout
-			rb.MaxHistory = opts.MaxHistory
-			if err := rb.Run(opts.Release); err != nil {
-				return res, fmt.Errorf("upgrade %s: rolling back %s revision %d to revision %d: %w; inspect with `helm history %s -n %s`", opts.Release, st, last.Version, good.Version, err, opts.Release, last.Namespace)
-			}
-			// Helm leaves the interrupted revision pending; say what became of it
-			// so `helm history` does not read as an upgrade still in flight.
-			last.Info.Status = release.StatusFailed
-			last.Info.Description = fmt.Sprintf("interrupted while %s; rolled back to revision %d by chartpin upgrade", st, good.Version)
-			if err := cfg.Releases.Update(last); err != nil {
-				return res, fmt.Errorf("upgrade %s: marking interrupted revision %d failed after the rollback: %w", opts.Release, last.Version, err)
-			}
-			if now, err := cfg.Releases.Last(opts.Release); err == nil {
-				res.Revision = now.Version
-			}
-		}
-		last = good
 	}
 
 	current := last
@@ -295,18 +254,93 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 		return res, nil
 	}
 	res.Target = pl.target.Original()
-	verb, done, would := "upgrade", DecisionUpgraded, DecisionWouldUpgrade
-	if pl.target.LessThan(cur) {
-		// A recall is a deliberate downgrade: an upgrade to the lower
-		// chart, so values are kept exactly as on any upgrade.
-		verb, done, would = "recall", DecisionRecalled, DecisionWouldRecall
-	}
-
 	ch, err := src.fetch(ctx, opts, res.Target)
 	if err != nil {
 		return res, err
 	}
+	err = moveTo(ctx, cfg, opts, log, current, ch, pl.target.LessThan(cur), &res)
+	return res, err
+}
 
+// checkDeadline refuses a ctx deadline that would cut the Helm wait short.
+func checkDeadline(ctx context.Context, opts Options) error {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	// A second of tolerance covers the caller's setup between creating
+	// the deadline from MinDeadline and calling Run.
+	if left, need := time.Until(dl), MinDeadline(opts); left+time.Second < need {
+		return failure.Input(failure.Optionf("upgrade %s: the command deadline (%s left) undercuts the %s the upgrade may need (3 × {{Timeout}} %s for rollback, upgrade and atomic rollback, plus requests): raise the command deadline to at least %s or lower {{Timeout}}",
+			opts.Release, left.Round(time.Second), need, opts.Timeout, need))
+	}
+	return nil
+}
+
+// readHistory is the release's revisions, oldest first (never empty), after
+// checking that the store keeps it in opts.Namespace.
+func readHistory(cfg *action.Configuration, opts Options) ([]*release.Release, error) {
+	history, err := cfg.Releases.History(opts.Release)
+	if err != nil || len(history) == 0 {
+		if err == nil || errors.Is(err, driver.ErrReleaseNotFound) {
+			return nil, failure.Optionf("upgrade: release %q not found in namespace %q: install it first (helm install), or check {{Release}} and {{Namespace}}", opts.Release, opts.Namespace)
+		}
+		return nil, fmt.Errorf("upgrade %s: reading release history in namespace %q: %w; is the cluster reachable with this kubeconfig or in-cluster service account, and may it read secrets there?", opts.Release, opts.Namespace, err)
+	}
+	releaseutil.SortByRevision(history)
+	if last := history[len(history)-1]; opts.Namespace != "" && last.Namespace != opts.Namespace {
+		return nil, failure.Input(failure.Optionf("upgrade %s: the release store holds it in namespace %q, not %q: check {{Namespace}}", opts.Release, last.Namespace, opts.Namespace))
+	}
+	return history, nil
+}
+
+// recoverWedged rolls a release whose newest revision is pending back to
+// its last good revision and returns that one: a killed upgrade leaves the
+// release pending forever, and Helm refuses every later upgrade. A dry run
+// only says it would.
+func recoverWedged(cfg *action.Configuration, opts Options, log *slog.Logger, history []*release.Release, res *Result) (*release.Release, error) {
+	last := history[len(history)-1]
+	st := last.Info.Status
+	good := lastGood(history)
+	if good == nil {
+		return nil, fmt.Errorf("upgrade %s: revision %d is %s and no earlier revision was ever deployed, so there is nothing to roll back to: uninstall and reinstall the release", opts.Release, last.Version, st)
+	}
+	if opts.DryRun {
+		res.Recovered = fmt.Sprintf("revision %d is %s; would roll back to revision %d (chart %s)", last.Version, st, good.Version, chartVersion(good))
+		log.Info("wedged release: would roll back (dry run)", "status", st, "revision", last.Version, "to", good.Version)
+		return good, nil
+	}
+	res.Recovered = fmt.Sprintf("revision %d was %s; rolled back to revision %d (chart %s)", last.Version, st, good.Version, chartVersion(good))
+	log.Info("wedged release: rolling back", "status", st, "revision", last.Version, "since", last.Info.LastDeployed.Time, "to", good.Version, "timeout", opts.Timeout)
+	rb := action.NewRollback(cfg)
+	rb.Version = good.Version
+	rb.Wait = true
+	rb.Timeout = opts.Timeout
+	rb.MaxHistory = opts.MaxHistory
+	if err := rb.Run(opts.Release); err != nil {
+		return nil, fmt.Errorf("upgrade %s: rolling back %s revision %d to revision %d: %w; inspect with `helm history %s -n %s`", opts.Release, st, last.Version, good.Version, err, opts.Release, last.Namespace)
+	}
+	// Helm leaves the interrupted revision pending; say what became of it
+	// so `helm history` does not read as an upgrade still in flight.
+	last.Info.Status = release.StatusFailed
+	last.Info.Description = fmt.Sprintf("interrupted while %s; rolled back to revision %d by chartpin upgrade", st, good.Version)
+	if err := cfg.Releases.Update(last); err != nil {
+		return nil, fmt.Errorf("upgrade %s: marking interrupted revision %d failed after the rollback: %w", opts.Release, last.Version, err)
+	}
+	if now, err := cfg.Releases.Last(opts.Release); err == nil {
+		res.Revision = now.Version
+	}
+	return good, nil
+}
+
+// moveTo upgrades current to ch (res.Target), or recalls it when down is
+// set: a recall is a deliberate downgrade, an upgrade to the lower chart, so
+// values are kept exactly as on any upgrade. A dry run renders only.
+func moveTo(ctx context.Context, cfg *action.Configuration, opts Options, log *slog.Logger, current *release.Release, ch *chart.Chart, down bool, res *Result) error {
+	verb, done, would := "upgrade", DecisionUpgraded, DecisionWouldUpgrade
+	if down {
+		verb, done, would = "recall", DecisionRecalled, DecisionWouldRecall
+	}
 	up := action.NewUpgrade(cfg)
 	up.Namespace = current.Namespace
 	up.Timeout = opts.Timeout
@@ -320,46 +354,52 @@ func Run(ctx context.Context, cfg *action.Configuration, opts Options) (Result, 
 		// dry run must not roll it back: the decision is all there is.
 		res.Decision = would
 		log.Info("decision: would roll back, then "+verb+" (dry run, nothing changed, not rendered)", "current", res.Current, "target", res.Target, "decision", res.Decision)
-		return res, nil
+		return nil
 	}
 	if opts.DryRun {
 		if _, err := up.RunWithContext(ctx, opts.Release, ch, nil); err != nil {
-			return res, fmt.Errorf("upgrade %s: dry run of chart %s %s: %w", opts.Release, opts.Chart, res.Target, err)
+			return fmt.Errorf("upgrade %s: dry run of chart %s %s: %w", opts.Release, opts.Chart, res.Target, err)
 		}
 		res.Decision = would
 		log.Info("decision: would "+verb+" (dry run, nothing changed)", "current", res.Current, "target", res.Target, "decision", res.Decision, "reason", res.Reason)
-		return res, nil
+		return nil
 	}
 	log.Info("decision: "+verb, "current", res.Current, "target", res.Target, "reason", res.Reason, "timeout", opts.Timeout)
 	before := res.Revision
 	rel, err := up.RunWithContext(ctx, opts.Release, ch, nil)
 	if err != nil {
-		// Say what the store shows, not what atomic promises.
-		now, lerr := cfg.Releases.Last(opts.Release)
-		switch {
-		case lerr != nil:
-			res.Decision = DecisionFailed
-			err = fmt.Errorf("%w; and reading the release afterwards failed: %v", err, lerr)
-		case now.Version == before:
-			res.Decision = DecisionFailed
-			err = fmt.Errorf("%w; nothing was changed", err)
-		case now.Info.Status == release.StatusDeployed && chartVersion(now) == res.Current:
-			res.Revision = now.Version
-			res.Decision = DecisionRolledBack
-			err = fmt.Errorf("%w; rolled back to chart %s as revision %d", err, res.Current, now.Version)
-		default:
-			res.Revision = now.Version
-			res.Decision = DecisionFailed
-			err = fmt.Errorf("%w; the release is left at revision %d, %s, chart %s", err, now.Version, now.Info.Status, chartVersion(now))
-		}
+		err = afterFailedUpgrade(cfg, opts, before, err, res)
 		log.Error("decision: "+verb+" failed", "current", res.Current, "target", res.Target, "decision", res.Decision, "err", err)
-		return res, fmt.Errorf("upgrade %s: chart %s %s -> %s failed: %w; inspect with `helm history %s -n %s`",
+		return fmt.Errorf("upgrade %s: chart %s %s -> %s failed: %w; inspect with `helm history %s -n %s`",
 			opts.Release, opts.Chart, res.Current, res.Target, err, opts.Release, current.Namespace)
 	}
 	res.Revision = rel.Version
 	res.Decision = done
 	log.Info("decision: "+done, "current", res.Current, "target", res.Target, "revision", rel.Version, "decision", res.Decision)
-	return res, nil
+	return nil
+}
+
+// afterFailedUpgrade sets res's decision and revision from what the store
+// shows after a failed upgrade, not from what atomic promises, and says so
+// in the error it returns.
+func afterFailedUpgrade(cfg *action.Configuration, opts Options, before int, err error, res *Result) error {
+	now, lerr := cfg.Releases.Last(opts.Release)
+	switch {
+	case lerr != nil:
+		res.Decision = DecisionFailed
+		return fmt.Errorf("%w; and reading the release afterwards failed: %v", err, lerr)
+	case now.Version == before:
+		res.Decision = DecisionFailed
+		return fmt.Errorf("%w; nothing was changed", err)
+	case now.Info.Status == release.StatusDeployed && chartVersion(now) == res.Current:
+		res.Revision = now.Version
+		res.Decision = DecisionRolledBack
+		return fmt.Errorf("%w; rolled back to chart %s as revision %d", err, res.Current, now.Version)
+	default:
+		res.Revision = now.Version
+		res.Decision = DecisionFailed
+		return fmt.Errorf("%w; the release is left at revision %d, %s, chart %s", err, now.Version, now.Info.Status, chartVersion(now))
+	}
 }
 
 // lastGood is the newest revision that was deployed or superseded (a
