@@ -49,6 +49,9 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 		case ActionLockout:
 			err := r.lockoutError(p)
 			errs = append(errs, err, r.event(ctx, p.w, corev1.EventTypeWarning, "ReimageLockedOut", err.Error()))
+		case ActionRefuse:
+			err := r.refuseError(p)
+			errs = append(errs, err, r.event(ctx, p.w, corev1.EventTypeWarning, "ReimageRefused", err.Error()))
 		case ActionReimage:
 			patch, err := r.reimagePatch(p)
 			if err != nil {
@@ -141,6 +144,8 @@ func (r *Reconciler) dryRunErrors(plans []*plan) error {
 		switch {
 		case p.action == ActionLockout:
 			errs = append(errs, r.lockoutError(p))
+		case p.action == ActionRefuse:
+			errs = append(errs, r.refuseError(p))
 		case p.action == ActionSkip && p.skips+1 > r.o.maxSkips:
 			errs = append(errs, r.skipStreakError(p, p.skips+1))
 		}

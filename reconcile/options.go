@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/signature"
 )
 
 // Option configures a Reconciler.
@@ -25,6 +26,7 @@ type options struct {
 	pullSecrets    *PullSecrets
 	spread         time.Duration
 	sleep          func(context.Context, time.Duration) error
+	signatures     *signature.Checker
 }
 
 func makeOptions(opts ...Option) (options, error) {
@@ -153,6 +155,12 @@ func WithSpread(d time.Duration) Option {
 		o.spread = d
 		return nil
 	}
+}
+
+// WithSignatures checks each target's verify: policy through c before a
+// re-image; without it a target with verify: is refused.
+func WithSignatures(c *signature.Checker) Option {
+	return func(o *options) error { o.signatures = c; return nil }
 }
 
 // withSleep replaces the spread wait (tests, the fleet simulation).

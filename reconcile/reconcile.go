@@ -46,6 +46,7 @@ const (
 	ActionReimage Action = "reimage" // patched to registry/repository@digest
 	ActionSkip    Action = "skip"    // mid-rollout or not Ready: looked at next tick
 	ActionLockout Action = "lockout" // --max-attempts reached: re-arm by hand
+	ActionRefuse  Action = "refuse"  // a new digest fails its verify: policy: not patched
 )
 
 // Decision is the outcome for one target (one container of one workload).
@@ -106,6 +107,8 @@ type plan struct {
 	attempts int
 	skips    int
 	restart  bool
+	// refused says which new digests failed their verify: policy.
+	refused string
 }
 
 // Tick runs one reconcile over f. Reads all happen before any write: a
@@ -146,6 +149,11 @@ func (r *Reconciler) Tick(ctx context.Context, f *File) (*Result, error) {
 	res := &Result{}
 	for _, p := range plans {
 		r.decide(p, byID, children)
+	}
+	if err := r.verify(ctx, f, plans); err != nil {
+		return nil, err
+	}
+	for _, p := range plans {
 		res.Decisions = append(res.Decisions, p.dec...)
 	}
 	for _, d := range res.Decisions {

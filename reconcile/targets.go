@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/signature"
 )
 
 // Workload kinds a target may name.
@@ -53,8 +54,18 @@ type Target struct {
 	Image string `yaml:"image"`
 	// Follows is the ID of the target whose digest this container runs.
 	Follows string `yaml:"follows"`
+	// Verify is the signature policy a new digest must meet (nil: none).
+	Verify *Verify `yaml:"verify"`
 	// Line is where the entry starts in the file.
 	Line int `yaml:"-"`
+}
+
+// Verify is a target's signature policy, as the chart renders it from the
+// image block's verify: (the PEM itself: the pod has no chartpin.yaml).
+type Verify struct {
+	// Key is a PEM public key (cosign.pub).
+	Key    string `yaml:"key"`
+	policy *signature.Policy
 }
 
 // Workload is "Kind namespace/name".
@@ -161,6 +172,21 @@ func (f *File) validate() error {
 			bad(t, "image %q is already pinned by digest; the reconcile only follows floating tags, leave pinned images out of the file", t.Image)
 		case t.Image != "" && f.Mirror != "" && !strings.HasPrefix(t.Image, f.Mirror+"/"):
 			bad(t, "image %q does not carry the mirror %q; the chart must render the mirror into every image", t.Image, f.Mirror)
+		}
+	}
+	for i := range f.Targets {
+		t := &f.Targets[i]
+		if t.Verify == nil {
+			continue
+		}
+		p, err := signature.ParseKey(fmt.Sprintf("%s:%d: target %q verify.key", f.Path, t.Line, t.ID), []byte(t.Verify.Key))
+		switch {
+		case t.Follows != "":
+			bad(t, "verify: on a target that follows %q; a follower runs its digest, so put verify: on that target", t.Follows)
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			t.Verify.policy = p
 		}
 	}
 	for _, s := range f.PullSecrets {

@@ -103,6 +103,7 @@ func runReconcile(c *cli.Context) error {
 		reconcile.WithMaxSkips(c.Int("max-skips")),
 		reconcile.WithMaxAttempts(c.Int("max-attempts")),
 		reconcile.WithInstance(os.Getenv("HOSTNAME")),
+		reconcile.WithSignatures(res.Signatures()),
 	)
 	if err != nil {
 		return usage("%w", err)

@@ -1,0 +1,165 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/chartpin/chartpin/internal/cosigned"
+	"github.com/chartpin/chartpin/internal/kubetest"
+	"github.com/chartpin/chartpin/internal/registrytest"
+	"github.com/chartpin/chartpin/resolver"
+	"github.com/chartpin/chartpin/signature"
+)
+
+// verifyTargets is a targets file with one target under a verify: key.
+func verifyTargets(image string, key *cosigned.Key) string {
+	pem := strings.ReplaceAll(strings.TrimSpace(string(key.PublicPEM())), "\n", "\n        ")
+	return fmt.Sprintf("targets:\n  - id: app\n    kind: Deployment\n    namespace: %s\n    name: app\n    container: app\n    image: %q\n    verify:\n      key: |\n        %s\n", ns, image, pem)
+}
+
+// On a real API server: a tag moved to an unsigned digest is refused (no
+// patch reaches the server, a ReimageRefused Warning says why, the tick
+// fails); once that digest is signed by the target's key, the next tick
+// rolls it out. Each tick looks the new digest's signature up once.
+func TestVerifyOnRealAPIServer(t *testing.T) {
+	srv := kubetest.Start(t)
+	ctx := context.Background()
+	admin := srv.Client(t, kubetest.AdminToken)
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reg := registrytest.New(t)
+	key, err := cosigned.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := reg.Host + "/team/app:1.0"
+	old := reg.PushIndex(t, "team/app", "1.0", "linux/amd64")
+	mustCreate(t, admin, deployment(ns, "app", 1, containers("app", image)))
+	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns}, Pull: func(image string) (string, error) {
+		if _, d, ok := strings.Cut(image, "@"); ok {
+			return d, nil
+		}
+		return old, nil // the tag pulled the previous build
+	}}
+	if err := ctl.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop := ctl.Run()
+	defer stop()
+	f, err := ParseTargets("targets.yaml", []byte(verifyTargets(image, key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := srv.Proxy(t)
+	client, err := kubernetes.NewForConfig(api.Config(kubetest.AdminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := func() (*Result, error) {
+		res, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := New(client, res, WithSignatures(signature.NewChecker(res)), WithPollInterval(20*time.Millisecond), WithRolloutTimeout(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg.Reset()
+		api.Reset()
+		return r.Tick(ctx, f)
+	}
+	sigReads := func() (tags, referrers int) {
+		for _, q := range reg.Requests() {
+			if q.Method == http.MethodGet && strings.HasSuffix(q.Path, ".sig") {
+				tags++
+			}
+		}
+		return tags, reg.CountPath(http.MethodGet, "/referrers/")
+	}
+
+	unsigned := reg.PushIndex(t, "team/app", "1.0", "linux/arm64")
+	res, err := tick()
+	edits := kubetest.Edits(api.Reset())
+	if err == nil || !strings.Contains(err.Error(), "Deployment "+ns+"/app was not re-imaged") || !strings.Contains(err.Error(), "has no signature") {
+		t.Fatalf("unsigned digest: tick error %v, want a refusal saying why", err)
+	}
+	if len(res.Decisions) != 1 || res.Decisions[0].Action != ActionRefuse || len(res.Patched) != 0 {
+		t.Errorf("unsigned digest: decisions %+v, patched %v; want one refusal, no patch", res.Decisions, res.Patched)
+	}
+	for _, e := range edits {
+		if !strings.HasPrefix(e, "POST /api/v1/namespaces/"+ns+"/events") {
+			t.Errorf("unsigned digest: the API server saw %s; want only the Event", e)
+		}
+	}
+	if tags, refs := sigReads(); tags != 1 || refs != 1 {
+		t.Errorf("unsigned digest: %d signature tag reads and %d referrers reads, want 1 and 1: %v", tags, refs, reg.Requests())
+	}
+	d, err := admin.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Spec.Template.Spec.Containers[0].Image; got != image {
+		t.Errorf("unsigned digest: the workload runs %s, want %s untouched", got, image)
+	}
+	if _, ok := d.Annotations[AttemptsAnnotation]; ok {
+		t.Errorf("a refusal counted an attempt: %v", d.Annotations)
+	}
+	evs, err := admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=ReimageRefused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) != 1 || evs.Items[0].Type != corev1.EventTypeWarning || !strings.Contains(evs.Items[0].Message, unsigned) {
+		t.Errorf("ReimageRefused events %+v, want one Warning naming %s", evs.Items, unsigned)
+	}
+
+	if _, err := key.Push(reg.Host+"/team/app", unsigned, []name.Option{name.Insecure}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = tick()
+	if err != nil {
+		t.Fatalf("signed digest: %v", err)
+	}
+	if len(res.Patched) != 1 || len(res.RolledOut) != 1 {
+		t.Errorf("signed digest: patched %v, rolled out %v; want the workload", res.Patched, res.RolledOut)
+	}
+	if tags, refs := sigReads(); tags != 1 || refs != 0 {
+		t.Errorf("signed digest: %d signature tag reads and %d referrers reads, want 1 and 0", tags, refs)
+	}
+	d, err = admin.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := d.Spec.Template.Spec.Containers[0].Image, reg.Host+"/team/app@"+unsigned; got != want {
+		t.Errorf("signed digest: the workload runs %s, want %s", got, want)
+	}
+	if err := ctl.Err(); err != nil {
+		t.Error(err)
+	}
+}
+
+// A verify key that is no PEM public key, or verify: on a follower, is an
+// input error naming the file and line.
+func TestVerifyTargetsRejected(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"targets:\n  - {id: a, kind: Deployment, namespace: n, name: w, container: c, image: r.example/app:1, verify: {key: nope}}\n",
+			`targets.yaml:2: target "a" verify.key: not a PEM public key`},
+		{"targets:\n  - {id: a, kind: Deployment, namespace: n, name: w, container: c, image: r.example/app:1}\n" +
+			"  - {id: b, kind: Deployment, namespace: n, name: w, container: d, follows: a, verify: {key: nope}}\n",
+			`targets.yaml:3: target "b": verify: on a target that follows "a"`},
+	} {
+		_, err := ParseTargets("targets.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}
