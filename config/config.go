@@ -91,6 +91,10 @@ type Image struct {
 	// VerifyKey is the PEM public key (absolute; written relative to the
 	// config file) whose signature a new digest must carry ("" means none).
 	VerifyKey string
+	// VerifyIdentity and VerifyIssuer are the exact certificate identity and
+	// OIDC issuer of a keyless signature, under the Sigstore trusted root
+	// VerifyTrustedRoot (absolute; written relative to the config file).
+	VerifyIdentity, VerifyIssuer, VerifyTrustedRoot string
 	// Line is where the entry starts in the config file.
 	Line int
 }
@@ -436,7 +440,7 @@ func (p parser) image(n *yaml.Node) (Image, error) {
 		}
 	}
 	if vn, ok := fields["verify"]; ok {
-		if img.VerifyKey, err = p.verify(vn); err != nil {
+		if err := p.verify(vn, &img); err != nil {
 			return Image{}, err
 		}
 	}
@@ -470,28 +474,65 @@ func (p parser) image(n *yaml.Node) (Image, error) {
 	return img, nil
 }
 
-// verify reads verify: {key: cosign.pub}; the key path is relative to the
-// config file, like chart dirs.
-func (p parser) verify(n *yaml.Node) (string, error) {
-	fields, err := p.mapping(n, "key")
+// verify reads verify: {key: cosign.pub} or verify: {identity, issuer,
+// trustedRoot}; paths are relative to the config file, like chart dirs.
+func (p parser) verify(n *yaml.Node, img *Image) error {
+	fields, err := p.mapping(n, "key", "identity", "issuer", "trustedRoot")
 	if err != nil {
-		return "", err
+		return err
 	}
-	kn, ok := fields["key"]
-	if !ok {
-		return "", p.errf(n, "verify: needs key: (the path of a PEM public key, e.g. cosign.pub)")
+	vals := map[string]*string{"key": &img.VerifyKey, "identity": &img.VerifyIdentity, "issuer": &img.VerifyIssuer, "trustedRoot": &img.VerifyTrustedRoot}
+	for k, dst := range vals {
+		if vn, ok := fields[k]; ok {
+			if *dst, err = p.str(vn, "verify."+k); err != nil {
+				return err
+			}
+			if strings.TrimSpace(*dst) == "" {
+				return p.errf(vn, "verify.%s: is empty; %s", k, verifyHelp[k])
+			}
+		}
 	}
-	key, err := p.str(kn, "verify.key")
-	if err != nil {
-		return "", err
+	rel := func(path string) string {
+		if filepath.IsAbs(path) {
+			return path
+		}
+		return filepath.Join(filepath.Dir(p.path), path)
 	}
-	if strings.TrimSpace(key) == "" {
-		return "", p.errf(kn, "verify.key: is empty; name a PEM public key file, e.g. cosign.pub")
+	keyless := []string{"identity", "issuer", "trustedRoot"}
+	if kn, ok := fields["key"]; ok {
+		for _, k := range keyless {
+			if _, ok := fields[k]; ok {
+				return p.errf(kn, "verify: key: and %s: are two policies (a key, or a keyless identity); keep one", k)
+			}
+		}
+		img.VerifyKey = rel(img.VerifyKey)
+		return nil
 	}
-	if !filepath.IsAbs(key) {
-		key = filepath.Join(filepath.Dir(p.path), key)
+	var missing []string
+	for _, k := range keyless {
+		if _, ok := fields[k]; !ok {
+			missing = append(missing, k+": ("+verifyHelp[k]+")")
+		}
 	}
-	return key, nil
+	if len(missing) == 3 {
+		return p.errf(n, "verify: needs key: (%s) or identity:, issuer: and trustedRoot: for a keyless signature", verifyHelp["key"])
+	}
+	if len(missing) > 0 {
+		return p.errf(n, "verify: a keyless policy needs %s", strings.Join(missing, " and "))
+	}
+	img.VerifyTrustedRoot = rel(img.VerifyTrustedRoot)
+	// Checked now, not when a digest moves: without the root nothing can verify.
+	if fi, err := os.Stat(img.VerifyTrustedRoot); err != nil || !fi.Mode().IsRegular() {
+		return p.errf(fields["trustedRoot"], "verify.trustedRoot: %s is not a readable file; save the trusted_root.json of your Sigstore there (for the public Sigstore, the trusted_root.json target of its TUF repository)", img.VerifyTrustedRoot)
+	}
+	return nil
+}
+
+var verifyHelp = map[string]string{
+	"key":         "the path of a PEM public key, e.g. cosign.pub",
+	"identity":    "the exact certificate identity, e.g. https://github.com/OWNER/REPO/.github/workflows/release.yaml@refs/heads/main",
+	"issuer":      "the exact OIDC issuer, e.g. https://token.actions.githubusercontent.com",
+	"trustedRoot": "the path of the Sigstore trusted_root.json",
 }
 
 // checkFollows rejects follows targets that do not exist, are ambiguous, or loop.

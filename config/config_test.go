@@ -107,9 +107,15 @@ func TestLoadErrors(t *testing.T) {
 		{"follows unknown", "charts:\n  - dir: a\n    images:\n      - at: x\n        follows: y\n", ":4: image x: follows y: no image is configured"},
 		{"follows loop", "charts:\n  - dir: a\n    images:\n      - at: x\n        follows: y\n      - at: y\n        follows: x\n", "loops back"},
 		{"follows with repository", "charts:\n  - dir: a\n    images:\n      - at: x\n        follows: y\n        repository: r/s\n", ":6: repository: has no effect with follows:"},
-		{"verify without key", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: {identity: me}\n", ":5: unknown key \"identity\" (allowed: key)"},
+		{"verify unknown key", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: {subject: me}\n", ":5: unknown key \"subject\" (allowed: key, identity, issuer, trustedRoot)"},
+		{"verify empty", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: {}\n", ":5: verify: needs key:"},
+		{"identity without issuer", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify:\n          identity: me@example.com\n          trustedRoot: root.json\n", ":6: verify: a keyless policy needs issuer:"},
+		{"identity without trusted root", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: {identity: me, issuer: https://accounts.google.com}\n", ":5: verify: a keyless policy needs trustedRoot:"},
+		{"key and identity", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify:\n          key: cosign.pub\n          identity: me\n", ":6: verify: key: and identity: are two policies"},
+		{"missing trusted root", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify:\n          identity: me\n          issuer: https://accounts.google.com\n          trustedRoot: sigstore/trusted_root.json\n", ":8: verify.trustedRoot: "},
+		{"empty issuer", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: {identity: me, issuer: \" \", trustedRoot: r.json}\n", ":5: verify.issuer: is empty"},
 		{"verify empty key", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: {key: \"\"}\n", ":5: verify.key: is empty"},
-		{"verify not a mapping", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: cosign.pub\n", ":5: expected a mapping with keys key"},
+		{"verify not a mapping", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: cosign.pub\n", ":5: expected a mapping with keys key, identity, issuer, trustedRoot"},
 		{"follows with verify", "charts:\n  - dir: a\n    images:\n      - at: y\n      - at: x\n        follows: y\n        verify: {key: k.pub}\n", ":7: verify: has no effect with follows:"},
 		{"bad platform", "charts:\n  - dir: a\n    images:\n      - at: x\n        platforms: [amd64]\n", ":5: platforms: \"amd64\" is not os/arch"},
 		{"bad path", "charts:\n  - dir: a\n    images:\n      - at: \"images..x\"\n", ":4: at: \"images..x\" is not a dotted values path"},
@@ -185,5 +191,25 @@ func TestEmptyImagesList(t *testing.T) {
 	}
 	if _, err := Parse("/x/chartpin.yaml", []byte("charts:\n  - dir: .\n    images: nope\n")); err == nil {
 		t.Error("images: nope accepted")
+	}
+}
+
+func TestVerifyKeyless(t *testing.T) {
+	p := write(t, "charts:\n  - dir: a\n    images:\n      - at: x\n        verify:\n          identity: https://github.com/acme/app/.github/workflows/release.yaml@refs/heads/main\n          issuer: https://token.actions.githubusercontent.com\n          trustedRoot: sigstore/trusted_root.json\n")
+	root := filepath.Join(filepath.Dir(p), "sigstore/trusted_root.json")
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := f.Charts[0].Images[0]
+	if img.VerifyIdentity != "https://github.com/acme/app/.github/workflows/release.yaml@refs/heads/main" ||
+		img.VerifyIssuer != "https://token.actions.githubusercontent.com" || img.VerifyTrustedRoot != root || img.VerifyKey != "" {
+		t.Errorf("image = %+v, want the identity, the issuer and the trusted root relative to the config file", img)
 	}
 }

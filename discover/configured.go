@@ -25,6 +25,7 @@ func configured(name string, root *yaml.Node, cfg *config.Chart) ([]Pin, error) 
 		}
 		p.Platforms, p.Versions, p.When, p.Follows, p.Hold, p.ConfigLine = img.Platforms, img.Versions, img.When, img.Follows, img.Hold, img.Line
 		p.VerifyKey, p.SingleArch = img.VerifyKey, img.SingleArch
+		p.VerifyIdentity, p.VerifyIssuer, p.VerifyTrustedRoot = img.VerifyIdentity, img.VerifyIssuer, img.VerifyTrustedRoot
 		pins = append(pins, p)
 	}
 	if len(cfg.Acknowledge) == 0 {

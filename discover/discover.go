@@ -58,6 +58,11 @@ type Pin struct {
 	Hold string `json:"hold,omitempty"`
 	// VerifyKey is the public key a new digest's signature must verify with ("" means none).
 	VerifyKey string `json:"verify_key,omitempty"`
+	// VerifyIdentity, VerifyIssuer and VerifyTrustedRoot are the keyless
+	// signature a new digest must carry instead ("" means none).
+	VerifyIdentity    string `json:"verify_identity,omitempty"`
+	VerifyIssuer      string `json:"verify_issuer,omitempty"`
+	VerifyTrustedRoot string `json:"verify_trusted_root,omitempty"`
 	// Problem is non-empty when the image cannot be determined (unwatchable).
 	Problem string `json:"problem,omitempty"`
 	// ConfigLine is the chartpin.yaml line that configured this pin (0 in discovery).
@@ -73,6 +78,12 @@ type Pin struct {
 
 // Ref is the float this pin follows: Repository:Tag.
 func (p Pin) Ref() string { return p.Repository + ":" + p.Tag }
+
+// Verifies reports whether a new digest of this pin needs a signature
+// (verify: with a key or a keyless identity).
+func (p Pin) Verifies() bool {
+	return p.VerifyKey != "" || p.VerifyIdentity != "" || p.VerifyIssuer != "" || p.VerifyTrustedRoot != ""
+}
 
 // Where names the pin for messages: file:line (path).
 func (p Pin) Where() string { return fmt.Sprintf("%s:%d (%s)", p.File, p.Line, p.Path) }

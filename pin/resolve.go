@@ -181,12 +181,12 @@ func (c *chart) followTarget(s *state) (*state, error) {
 func stateLink(s *state) pinrule.Link { return pinrule.Link{At: s.At, Pin: s.Key, Follows: s.Follows} }
 
 // parallel runs fn once per key concurrently (the resolver bounds requests in flight).
-func parallel[T any](keys []string, fn func(string) (T, error)) (map[string]T, map[string]error) {
+func parallel[K comparable, T any](keys []K, fn func(K) (T, error)) (map[K]T, map[K]error) {
 	var (
 		mu   sync.Mutex
 		wg   sync.WaitGroup
-		out  = map[string]T{}
-		errs = map[string]error{}
+		out  = map[K]T{}
+		errs = map[K]error{}
 	)
 	for _, k := range keys {
 		wg.Add(1)

@@ -10,21 +10,21 @@ import (
 )
 
 // checkSignatures refuses every digest about to be written for an image
-// with verify: unless a signature by its key verifies: one signature
+// with verify: unless a signature under its policy verifies: one signature
 // lookup per new digest, none for a pin that stays (it was checked when it
-// was written). The key is read only when a digest moves.
+// was written). The key or trusted root is read only when a digest moves.
 func checkSignatures(ctx context.Context, charts []*chart, checker *signature.Checker) {
-	keys := map[string]*signature.Policy{}
-	keyErrs := map[string]error{}
+	policies := map[signature.Spec]*signature.Policy{}
+	policyErrs := map[signature.Spec]error{}
 	var moving []*state
 	for _, c := range charts {
 		for _, s := range c.pins {
-			if s.VerifyKey == "" || s.refused != nil || s.held != "" || s.Problem != "" || s.newDigest == "" || s.newDigest == s.Digest {
+			if !s.Verifies() || s.refused != nil || s.held != "" || s.Problem != "" || s.newDigest == "" || s.newDigest == s.Digest {
 				continue
 			}
 			moving = append(moving, s)
-			if _, ok := keys[s.VerifyKey]; !ok && keyErrs[s.VerifyKey] == nil {
-				keys[s.VerifyKey], keyErrs[s.VerifyKey] = signature.LoadKey(s.VerifyKey)
+			if spec := specOf(s); policies[spec] == nil && policyErrs[spec] == nil {
+				policies[spec], policyErrs[spec] = signature.Load(spec)
 			}
 		}
 	}
@@ -34,29 +34,36 @@ func checkSignatures(ctx context.Context, charts []*chart, checker *signature.Ch
 		}
 		return
 	}
-	byKey := map[string]*state{}
-	var lookups []string
+	type lookup struct {
+		spec               signature.Spec
+		repository, digest string
+	}
+	lookupOf := func(s *state) lookup { return lookup{specOf(s), resolver.RepositoryOf(s.img.Ref), s.newDigest} }
+	seen := map[lookup]bool{}
+	var lookups []lookup
 	for _, s := range moving {
-		if keyErrs[s.VerifyKey] != nil {
-			s.refuse(s.ref, fmt.Errorf("refusing to pin %s: verify key (%s): %w", s.newDigest, s.cfg.At(s.ConfigLine), keyErrs[s.VerifyKey]))
+		if err := policyErrs[specOf(s)]; err != nil {
+			what := "verify key"
+			if s.VerifyKey == "" {
+				what = "verify trusted root"
+			}
+			s.refuse(s.ref, fmt.Errorf("refusing to pin %s: %s (%s): %w", s.newDigest, what, s.cfg.At(s.ConfigLine), err))
 			continue
 		}
-		k := resolver.RepositoryOf(s.img.Ref) + "\x00" + s.newDigest + "\x00" + s.VerifyKey
-		if byKey[k] == nil {
-			byKey[k] = s
-			lookups = append(lookups, k)
+		if l := lookupOf(s); !seen[l] {
+			seen[l] = true
+			lookups = append(lookups, l)
 		}
 	}
-	verified, errs := parallel(lookups, func(k string) (signature.Verified, error) {
-		s := byKey[k]
-		return checker.Check(ctx, keys[s.VerifyKey], resolver.RepositoryOf(s.img.Ref), s.newDigest)
+	verified, errs := parallel(lookups, func(l lookup) (signature.Verified, error) {
+		return checker.Check(ctx, policies[l.spec], l.repository, l.digest)
 	})
 	for _, s := range moving {
 		if s.refused != nil {
 			continue
 		}
-		k := resolver.RepositoryOf(s.img.Ref) + "\x00" + s.newDigest + "\x00" + s.VerifyKey
-		if err := errs[k]; err != nil {
+		l := lookupOf(s)
+		if err := errs[l]; err != nil {
 			if errors.Is(err, signature.ErrUnsigned) {
 				err = fmt.Errorf("refusing to pin %s: %w", s.newDigest, err)
 			} else {
@@ -65,6 +72,11 @@ func checkSignatures(ctx context.Context, charts []*chart, checker *signature.Ch
 			s.refuse(s.ref, err)
 			continue
 		}
-		s.signature = verified[k].Signature
+		s.signature = verified[l].Signature
 	}
+}
+
+// specOf is the verify: policy of a pin.
+func specOf(s *state) signature.Spec {
+	return signature.Spec{Key: s.VerifyKey, Identity: s.VerifyIdentity, Issuer: s.VerifyIssuer, TrustedRoot: s.VerifyTrustedRoot}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/chartpin/chartpin/internal/cosigned"
+	"github.com/chartpin/chartpin/internal/cosigned/keyless"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/resolver"
@@ -158,4 +159,116 @@ func TestVerifyAgainstDistribution(t *testing.T) {
 			t.Errorf("offline with verify: %v, want a refusal", err)
 		}
 	})
+}
+
+// verify: {identity, issuer, trustedRoot}: a keyless signature by that
+// identity under the trusted root in the chart repository is pinned; another
+// identity, another issuer or a tampered payload is refused and nothing is
+// written. A re-run over the verified pin reads no signature.
+func TestVerifyKeyless(t *testing.T) {
+	const (
+		identity = "https://github.com/acme/app/.github/workflows/release.yaml@refs/heads/main"
+		issuer   = "https://token.actions.githubusercontent.com"
+	)
+	reg := registrytest.New(t)
+	insecure := []name.Option{name.Insecure}
+	ss, err := keyless.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trustedRoot, err := ss.TrustedRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := reg.Host + "/team/app"
+	old := reg.PushIndex(t, "team/app", "old", "linux/amd64", "linux/arm64")
+	sign := func(tag, identity, issuer string) string {
+		d := reg.PushIndex(t, "team/app", tag, "linux/amd64", "linux/arm64")
+		sig, err := ss.Push(identity, issuer, repo, d, insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sig
+	}
+	sigDigest := sign("signed", identity, issuer)
+	sign("other-identity", "https://github.com/evil/app/.github/workflows/release.yaml@refs/heads/main", issuer)
+	sign("other-issuer", identity, "https://accounts.google.com")
+	tampered := reg.PushIndex(t, "team/app", "tampered", "linux/amd64", "linux/arm64")
+	a, err := ss.Annotations(identity, issuer, cosigned.Payload(repo, tampered))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := cosigned.AnnotatedImage([]byte(strings.Replace(string(cosigned.Payload(repo, tampered)), `"optional":null`, `"optional":{"by":"ci"}`, 1)), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cosigned.PushTag(img, repo, tampered, insecure); err != nil {
+		t.Fatal(err)
+	}
+
+	setup := func(t *testing.T, tag string) (string, string) {
+		dir := t.TempDir()
+		writeTree(t, dir, map[string]string{
+			"Chart.yaml":                 "apiVersion: v2\nname: edge\nversion: 1.0.0\nappVersion: 1.0.0\n",
+			"values.yaml":                "app:\n  repository: " + repo + "\n  tag: " + tag + "\n  digest: " + old + "\n",
+			"chartpin.yaml":              "charts:\n  - dir: .\n    images:\n      - at: app\n        verify:\n          identity: " + identity + "\n          issuer: " + issuer + "\n          trustedRoot: sigstore/trusted_root.json\n",
+			"sigstore/trusted_root.json": string(trustedRoot),
+		})
+		return dir, filepath.Join(dir, "chartpin.yaml")
+	}
+	plan := func(cfg string) (*Result, *resolver.Remote, error) {
+		r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Plan(context.Background(), Options{ConfigPath: cfg, Resolver: r, Signatures: signature.NewChecker(r)})
+		return res, r, err
+	}
+
+	t.Run("signed", func(t *testing.T) {
+		dir, cfg := setup(t, "signed")
+		res, _, err := plan(cfg)
+		if err != nil {
+			t.Fatalf("keyless signature refused: %v", err)
+		}
+		if got := res.Charts[0].Pins[0]; got.Signature != sigDigest {
+			t.Errorf("pin = %+v, want it verified by signature %s", got, sigDigest)
+		}
+		if err := res.Apply(); err != nil {
+			t.Fatal(err)
+		}
+		again, r, err := plan(cfg)
+		if err != nil || again.Changed() {
+			t.Fatalf("re-run: %v, changed %v", err, again != nil && again.Changed())
+		}
+		if st := r.Stats(); st.GET != 0 || st.Other != 0 {
+			t.Errorf("re-run over a verified pin sent %+v, want HEADs only", st)
+		}
+		if values := read(t, filepath.Join(dir, "values.yaml")); strings.Contains(values, old) {
+			t.Errorf("values.yaml still pins the old digest:\n%s", values)
+		}
+	})
+	for _, tc := range []struct{ tag, why string }{
+		{"other-identity", `expected SAN value "` + identity + `"`},
+		{"other-issuer", `expected issuer value "` + issuer + `"`},
+		{"tampered", "does not match artifact"},
+	} {
+		t.Run(tc.tag, func(t *testing.T) {
+			dir, cfg := setup(t, tc.tag)
+			before := hashTree(t, dir)
+			res, _, err := plan(cfg)
+			if !errors.Is(err, signature.ErrUnsigned) || failure.Code(err) != 1 {
+				t.Fatalf("Plan = %v (exit class %d), want a refusal wrapping ErrUnsigned, exit 1", err, failure.Code(err))
+			}
+			for _, want := range []string{"values.yaml:4 (app.digest)", "image " + repo + ":" + tc.tag, tc.why, "identity " + identity} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("refusal %q does not say %q", err, want)
+				}
+			}
+			if err := res.Apply(); err == nil {
+				t.Errorf("Apply of a refused plan succeeded")
+			}
+			sameHashes(t, before, hashTree(t, dir))
+		})
+	}
 }

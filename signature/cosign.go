@@ -70,15 +70,29 @@ func (c *Checker) verifyManifest(ctx context.Context, p *Policy, repository, dig
 }
 
 func (c *Checker) verifyLayer(ctx context.Context, p *Policy, repository, digest string, l v1.Descriptor) string {
-	sig, err := base64.StdEncoding.DecodeString(l.Annotations[SignatureAnnotation])
-	if err != nil || len(sig) == 0 {
+	if l.Annotations[SignatureAnnotation] == "" {
 		return "layer " + l.Digest.String() + " has no " + SignatureAnnotation + " annotation"
 	}
 	data, err := c.src.Blob(ctx, repository, l.Digest.String())
 	if err != nil {
 		return fmt.Sprintf("reading payload: %v", err)
 	}
-	if err := verifyBlob(p, data, sig); err != nil {
+	return verifyPayload(p, digest, data, l.Annotations)
+}
+
+// verifyPayload checks one signed payload and the annotations of its layer
+// under p, and that the payload claims digest; "" when it verifies.
+func verifyPayload(p *Policy, digest string, data []byte, annotations map[string]string) string {
+	sig, err := base64.StdEncoding.DecodeString(annotations[SignatureAnnotation])
+	if err != nil || len(sig) == 0 {
+		return "no " + SignatureAnnotation + " annotation"
+	}
+	if p.keyless != nil {
+		err = p.keyless.verify(data, sig, annotations)
+	} else {
+		err = verifyBlob(p, data, sig)
+	}
+	if err != nil {
 		return fmt.Sprintf("signature does not verify: %v", err)
 	}
 	// Only now, with the payload authenticated, is its claim worth reading.

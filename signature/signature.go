@@ -26,13 +26,33 @@ import (
 // ErrUnsigned: the digest has no signature that verifies under the policy.
 var ErrUnsigned = errors.New("no valid signature")
 
-// Policy says whose signature a digest needs: a public key (cosign.pub).
+// Policy says whose signature a digest needs: a public key (cosign.pub),
+// or a keyless identity and issuer under a trusted root (LoadKeyless).
 type Policy struct {
 	// KeyPath is where the key was read from, for messages.
 	KeyPath string
 	// KeyID is the key's hex SHA-256 over its DER form, for messages and caching.
 	KeyID    string
 	verifier sigsig.Verifier
+
+	keyless *keyless
+}
+
+// Spec is a verify: policy as chartpin.yaml writes it, paths absolute:
+// Key, or Identity and Issuer under TrustedRoot.
+type Spec struct {
+	Key, Identity, Issuer, TrustedRoot string
+}
+
+// IsZero reports whether no signature is asked for.
+func (s Spec) IsZero() bool { return s == Spec{} }
+
+// Load reads the key or the trusted root the spec names.
+func Load(s Spec) (*Policy, error) {
+	if s.Key != "" {
+		return LoadKey(s.Key)
+	}
+	return LoadKeyless(s.Identity, s.Issuer, s.TrustedRoot)
 }
 
 // LoadKey reads a PEM public key (as `cosign generate-key-pair` writes
@@ -64,7 +84,28 @@ func ParseKey(name string, pem []byte) (*Policy, error) {
 }
 
 // String names the policy in messages.
-func (p *Policy) String() string { return "key " + p.KeyPath }
+func (p *Policy) String() string {
+	if p.keyless != nil {
+		return p.keyless.String()
+	}
+	return "key " + p.KeyPath
+}
+
+// id tells policies apart in the per-run cache.
+func (p *Policy) id() string {
+	if p.keyless != nil {
+		return "keyless\x00" + p.keyless.identity + "\x00" + p.keyless.issuer + "\x00" + p.keyless.rootPath
+	}
+	return p.KeyID
+}
+
+// howToSign is the next step for an unsigned digest.
+func (p *Policy) howToSign() string {
+	if p.keyless != nil {
+		return "sign it keyless as that identity (cosign sign, which also logs it in Rekor)"
+	}
+	return "sign it with the private half of " + p.String() + " (cosign sign --key)"
+}
 
 func (p *Policy) trustedMaterial() root.TrustedMaterial {
 	return root.NewTrustedPublicKeyMaterialFromMapping(map[string]*root.ExpiringKey{
@@ -104,7 +145,7 @@ func NewChecker(src resolver.Artifacts) *Checker {
 // error wrapping ErrUnsigned that says what was found and why it failed.
 // repository is registry/repository as the chart names it.
 func (c *Checker) Check(ctx context.Context, p *Policy, repository, digest string) (Verified, error) {
-	key := repository + "@" + digest + " " + p.KeyID
+	key := repository + "@" + digest + " " + p.id()
 	c.mu.Lock()
 	if r, ok := c.done[key]; ok {
 		c.mu.Unlock()
@@ -167,8 +208,8 @@ func (c *Checker) check(ctx context.Context, p *Policy, repository, digest strin
 		reasons = append(reasons, "referrer "+d.Digest.String()+": "+why)
 	}
 	if len(reasons) == 0 {
-		return Verified{}, fmt.Errorf("%w: %s@%s has no signature (no %s tag, no signature referrer); sign it with the private half of %s (cosign sign --key) or point the tag at a signed digest",
-			ErrUnsigned, repository, digest, tagOnly(tag), p)
+		return Verified{}, fmt.Errorf("%w: %s@%s has no signature (no %s tag, no signature referrer); %s or point the tag at a signed digest",
+			ErrUnsigned, repository, digest, tagOnly(tag), p.howToSign())
 	}
 	return Verified{}, fmt.Errorf("%w: %s@%s: no signature verifies with %s (%s)", ErrUnsigned, repository, digest, p, strings.Join(reasons, "; "))
 }

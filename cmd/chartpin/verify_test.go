@@ -124,3 +124,35 @@ func TestDriftVerifyReportsUnsigned(t *testing.T) {
 		t.Errorf("signed pin:\n%s", out)
 	}
 }
+
+// A keyless verify: that cannot be read is a config error before any
+// request: exit 2, the config file and line named.
+func TestPinVerifyKeylessConfigErrors(t *testing.T) {
+	reg := registrytest.New(t)
+	reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
+	for _, tc := range []struct{ name, verify, want string }{
+		{"identity without issuer", "        verify:\n          identity: me@example.com\n          trustedRoot: root.json\n", "chartpin.yaml:6: verify: a keyless policy needs issuer:"},
+		{"key and identity", "        verify:\n          key: cosign.pub\n          identity: me@example.com\n", "chartpin.yaml:6: verify: key: and identity: are two policies"},
+		{"missing trusted root", "        verify:\n          identity: me@example.com\n          issuer: https://accounts.google.com\n          trustedRoot: sigstore/trusted_root.json\n", "chartpin.yaml:8: verify.trustedRoot: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := pinChart(t, reg.Host)
+			cfg := filepath.Join(dir, "chartpin.yaml")
+			if err := os.WriteFile(cfg, []byte("charts:\n  - dir: .\n    images:\n      - at: image\n"+tc.verify), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := hashDir(t, dir)
+			reg.Reset()
+			_, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--config", cfg)
+			if code != 2 || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and %q", code, errOut, tc.want)
+			}
+			if n := len(reg.Requests()); n != 0 {
+				t.Errorf("a config error sent %d registry requests", n)
+			}
+			if after := hashDir(t, dir); !maps.Equal(before, after) {
+				t.Errorf("a config error changed files")
+			}
+		})
+	}
+}

@@ -70,11 +70,18 @@ func (k *Key) Sign(payload []byte) ([]byte, error) {
 // Image is a signature manifest with one simple-signing layer carrying
 // payload and sig.
 func Image(payload, sig []byte) (v1.Image, error) {
+	return AnnotatedImage(payload, map[string]string{signature.SignatureAnnotation: base64.StdEncoding.EncodeToString(sig)})
+}
+
+// AnnotatedImage is a signature manifest with one simple-signing layer
+// carrying payload and the layer annotations cosign writes beside it (the
+// signature, and for a keyless one its certificate, chain and Rekor bundle).
+func AnnotatedImage(payload []byte, annotations map[string]string) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	return mutate.Append(img, mutate.Addendum{
 		Layer:       static.NewLayer(payload, signature.SimpleSigningMediaType),
-		Annotations: map[string]string{signature.SignatureAnnotation: base64.StdEncoding.EncodeToString(sig)},
+		Annotations: annotations,
 	})
 }
 

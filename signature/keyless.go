@@ -1,0 +1,149 @@
+package signature
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/sigstore/sigstore-go/pkg/bundle"
+	"github.com/sigstore/sigstore-go/pkg/root"
+	"github.com/sigstore/sigstore-go/pkg/tlog"
+	"github.com/sigstore/sigstore-go/pkg/verify"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+)
+
+// The annotations `cosign sign` (keyless, v2) puts beside the signature.
+const (
+	// CertificateAnnotation holds the Fulcio signing certificate (PEM).
+	CertificateAnnotation = "dev.sigstore.cosign/certificate"
+	// ChainAnnotation holds the certificate's chain (PEM).
+	ChainAnnotation = "dev.sigstore.cosign/chain"
+	// BundleAnnotation holds the Rekor entry with its signed entry timestamp.
+	BundleAnnotation = "dev.sigstore.cosign/bundle"
+)
+
+// keyless is a policy of exact certificate identity and issuer under a
+// trusted root read from a file, so that it verifies without TUF or network.
+type keyless struct {
+	identity, issuer, rootPath string
+	trusted                    root.TrustedMaterial
+	certID                     verify.CertificateIdentity
+	// requireSCT: a root that lists CT logs expects certificates to carry
+	// a signed certificate timestamp, as `cosign verify` does.
+	requireSCT bool
+}
+
+func (k *keyless) String() string {
+	return fmt.Sprintf("identity %s (issuer %s, trusted root %s)", k.identity, k.issuer, k.rootPath)
+}
+
+// LoadKeyless reads a trusted root (trusted_root.json, as sigstore's TUF
+// repository serves it) into a Policy: a signature verifies when its Fulcio
+// certificate chains to that root, names exactly identity (the
+// certificate's subject alternative name) and issuer (its OIDC issuer),
+// and its Rekor entry is signed by a log of that root.
+func LoadKeyless(identity, issuer, rootPath string) (*Policy, error) {
+	if identity == "" || issuer == "" {
+		return nil, errors.New("keyless verification needs both an identity and an issuer")
+	}
+	tr, err := root.NewTrustedRootFromPath(rootPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading trusted root %s: %w", rootPath, err)
+	}
+	if len(tr.FulcioCertificateAuthorities()) == 0 || len(tr.RekorLogs()) == 0 {
+		return nil, fmt.Errorf("trusted root %s: lists no certificate authority or no transparency log; keyless signatures need both", rootPath)
+	}
+	id, err := verify.NewShortCertificateIdentity(issuer, "", identity, "")
+	if err != nil {
+		return nil, fmt.Errorf("verify identity %q, issuer %q: %w", identity, issuer, err)
+	}
+	return &Policy{keyless: &keyless{
+		identity: identity, issuer: issuer, rootPath: rootPath,
+		trusted: tr, certID: id, requireSCT: len(tr.CTLogs()) > 0,
+	}}, nil
+}
+
+// rekorBundle is cosign's dev.sigstore.cosign/bundle annotation: the Rekor
+// entry and the log's signed promise to include it.
+type rekorBundle struct {
+	SignedEntryTimestamp []byte `json:"SignedEntryTimestamp"`
+	Payload              struct {
+		Body           string `json:"body"`
+		IntegratedTime int64  `json:"integratedTime"`
+		LogIndex       int64  `json:"logIndex"`
+		LogID          string `json:"logID"`
+	} `json:"Payload"`
+}
+
+// verify checks sig over data as sigstore-go checks a keyless bundle: the
+// certificate chains to the root at the log's integrated time, matches the
+// identity, and the log entry records this very signature and certificate.
+func (k *keyless) verify(data, sig []byte, annotations map[string]string) error {
+	certPEM := annotations[CertificateAnnotation]
+	if certPEM == "" {
+		return errors.New("no " + CertificateAnnotation + " annotation (a key-signed signature, not keyless)")
+	}
+	certs, err := cryptoutils.UnmarshalCertificatesFromPEM([]byte(certPEM))
+	if err != nil || len(certs) == 0 {
+		return fmt.Errorf("%s: not a PEM certificate", CertificateAnnotation)
+	}
+	raw := annotations[BundleAnnotation]
+	if raw == "" {
+		return errors.New("no " + BundleAnnotation + " annotation (no Rekor entry, so no trusted signing time)")
+	}
+	var rb rekorBundle
+	if err := json.Unmarshal([]byte(raw), &rb); err != nil {
+		return fmt.Errorf("%s: %w", BundleAnnotation, err)
+	}
+	body, err := base64.StdEncoding.DecodeString(rb.Payload.Body)
+	if err != nil {
+		return fmt.Errorf("%s: body: %w", BundleAnnotation, err)
+	}
+	logID, err := hex.DecodeString(rb.Payload.LogID)
+	if err != nil {
+		return fmt.Errorf("%s: logID: %w", BundleAnnotation, err)
+	}
+	entry, err := tlog.NewEntry(body, rb.Payload.IntegratedTime, rb.Payload.LogIndex, logID, rb.SignedEntryTimestamp, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", BundleAnnotation, err)
+	}
+	opts := []verify.VerifierOption{verify.WithTransparencyLog(1), verify.WithIntegratedTimestamps(1)}
+	if k.requireSCT {
+		opts = append(opts, verify.WithSignedCertificateTimestamps(1))
+	}
+	v, err := verify.NewVerifier(k.trusted, opts...)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	entity := &certSigned{
+		msg:   bundle.NewMessageSignature(sum[:], "SHA2_256", sig),
+		cert:  certs[0],
+		entry: entry,
+	}
+	_, err = v.Verify(entity, verify.NewPolicy(verify.WithArtifact(bytes.NewReader(data)), verify.WithCertificateIdentity(k.certID)))
+	return err
+}
+
+// certSigned is a keyless cosign signature as sigstore-go sees it: a
+// message signature by a certificate's key, with its Rekor entry.
+type certSigned struct {
+	verify.BaseSignedEntity
+	msg   *bundle.MessageSignature
+	cert  *x509.Certificate
+	entry *tlog.Entry
+}
+
+func (c *certSigned) SignatureContent() (verify.SignatureContent, error) { return c.msg, nil }
+func (c *certSigned) VerificationContent() (verify.VerificationContent, error) {
+	return bundle.NewCertificate(c.cert), nil
+}
+func (c *certSigned) HasInclusionPromise() bool           { return c.entry.HasInclusionPromise() }
+func (c *certSigned) TlogEntries() ([]*tlog.Entry, error) { return []*tlog.Entry{c.entry}, nil }
+func (c *certSigned) Timestamps() ([][]byte, error)       { return nil, nil }
+func (c *certSigned) Version() (string, error)            { return "cosign-simple-signing", nil }

@@ -1,0 +1,172 @@
+package signature_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chartpin/chartpin/internal/cosigned"
+	"github.com/chartpin/chartpin/internal/cosigned/keyless"
+	"github.com/chartpin/chartpin/internal/registrytest"
+	"github.com/chartpin/chartpin/signature"
+)
+
+const (
+	identity = "https://github.com/acme/app/.github/workflows/release.yaml@refs/heads/main"
+	issuer   = "https://token.actions.githubusercontent.com"
+)
+
+// newSigstore starts a virtual Sigstore and writes its trusted_root.json.
+func newSigstore(t *testing.T) (*keyless.Sigstore, string) {
+	t.Helper()
+	s, err := keyless.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := s.TrustedRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "trusted_root.json")
+	if err := os.WriteFile(path, tr, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s, path
+}
+
+func TestKeyless(t *testing.T) {
+	reg := registrytest.New(t)
+	ss, rootPath := newSigstore(t)
+	otherCA, _ := newSigstore(t)
+	repo := reg.Host + "/app"
+	push := func(tag string, sign func(digest string) error) string {
+		t.Helper()
+		d := reg.PushIndex(t, "app", tag, "linux/amd64")
+		if sign != nil {
+			if err := sign(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	var sigDigest string
+	signed := push("signed", func(d string) (err error) {
+		sigDigest, err = ss.Push(identity, issuer, repo, d, insecure)
+		return err
+	})
+	otherIdentity := push("other-identity", func(d string) error {
+		_, err := ss.Push("https://github.com/evil/app/.github/workflows/x.yaml@refs/heads/main", issuer, repo, d, insecure)
+		return err
+	})
+	otherIssuer := push("other-issuer", func(d string) error {
+		_, err := ss.Push(identity, "https://accounts.google.com", repo, d, insecure)
+		return err
+	})
+	otherLog := push("other-log", func(d string) error {
+		_, err := otherCA.Push(identity, issuer, repo, d, insecure)
+		return err
+	})
+	// The payload is changed after signing: the signature no longer covers it.
+	tampered := push("tampered", func(d string) error {
+		a, err := ss.Annotations(identity, issuer, cosigned.Payload(repo, d))
+		if err != nil {
+			return err
+		}
+		evil := strings.Replace(string(cosigned.Payload(repo, d)), `"optional":null`, `"optional":{"by":"ci"}`, 1)
+		img, err := cosigned.AnnotatedImage([]byte(evil), a)
+		if err != nil {
+			return err
+		}
+		_, err = cosigned.PushTag(img, repo, d, insecure)
+		return err
+	})
+	// Signed with a key: no certificate to match an identity against.
+	keySigned := push("key-signed", func(d string) error {
+		k, _ := newKey(t)
+		_, err := k.Push(repo, d, insecure)
+		return err
+	})
+
+	policy, err := signature.LoadKeyless(identity, issuer, rootPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := newChecker(t, reg.Host)
+	ctx := context.Background()
+	reg.Reset()
+	v, err := c.Check(ctx, policy, repo, signed)
+	if err != nil {
+		t.Fatalf("keyless signature refused: %v", err)
+	}
+	if v.Digest != signed || v.Signature != sigDigest {
+		t.Errorf("verified = %+v, want digest %s signature %s", v, signed, sigDigest)
+	}
+	if n := len(pathsSeen(reg.Requests())); n != 2 {
+		t.Errorf("registry saw %v, want the .sig manifest and its payload", pathsSeen(reg.Requests()))
+	}
+	for _, tc := range []struct{ name, digest, want string }{
+		{"other identity", otherIdentity, `expected SAN value "` + identity + `"`},
+		{"other issuer", otherIssuer, `expected issuer value "` + issuer + `"`},
+		{"another Sigstore's log", otherLog, "not enough verified log entries"},
+		{"tampered payload", tampered, "does not match artifact"},
+		{"key-signed", keySigned, "no " + signature.CertificateAnnotation + " annotation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := c.Check(ctx, policy, repo, tc.digest)
+			if !errors.Is(err, signature.ErrUnsigned) {
+				t.Fatalf("Check = %+v, %v; want ErrUnsigned", v, err)
+			}
+			for _, want := range []string{tc.want, repo + "@" + tc.digest, "identity " + identity, "issuer " + issuer, rootPath} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+		})
+	}
+	// Our log, another CA: the log entry verifies, the certificate chains to nothing trusted.
+	t.Run("certificate from another CA", func(t *testing.T) {
+		tr, err := ss.TrustedRootWithCA(otherCA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := signature.LoadKeyless(identity, issuer, writeFile(t, "trusted_root.json", string(tr)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Check(ctx, p, repo, signed)
+		if !errors.Is(err, signature.ErrUnsigned) || !strings.Contains(err.Error(), "leaf certificate verification failed") {
+			t.Errorf("Check = %v, want a refusal of the certificate chain", err)
+		}
+	})
+	t.Run("the same digest under a key policy", func(t *testing.T) {
+		_, kp := newKey(t)
+		if _, err := c.Check(ctx, kp, repo, signed); !errors.Is(err, signature.ErrUnsigned) {
+			t.Errorf("a keyless signature verified under a key: %v", err)
+		}
+	})
+}
+
+func TestLoadKeylessRefusals(t *testing.T) {
+	_, rootPath := newSigstore(t)
+	for _, tc := range []struct{ identity, issuer, root, want string }{
+		{identity, "", rootPath, "needs both an identity and an issuer"},
+		{identity, issuer, filepath.Join(t.TempDir(), "missing.json"), "reading trusted root"},
+		{identity, issuer, writeFile(t, "root.json", `{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"}`), "lists no certificate authority"},
+	} {
+		if _, err := signature.LoadKeyless(tc.identity, tc.issuer, tc.root); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("LoadKeyless(%q, %q, %s) = %v, want %q", tc.identity, tc.issuer, tc.root, err, tc.want)
+		}
+	}
+}
+
+func writeFile(t *testing.T, name, data string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
