@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/chart"
@@ -115,7 +117,72 @@ func publishIndex(ctx context.Context, md *chart.Metadata, res *Result, o Option
 }
 
 func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Options) (*IndexResult, error) {
-	stable := !res.Prerelease
+	st, gs, err := openStore(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	t := targetIndex(st, res, o)
+	out := &IndexResult{Location: st.where(t.dir)}
+	idx, err := t.load(res, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	// Never overwrite: an entry with this version, or a tarball by this name.
+	if unchanged, err := t.published(idx, res); err != nil || unchanged {
+		if err != nil {
+			return nil, err
+		}
+		out.Action = Unchanged
+		out.Entries = countEntries(idx)
+		return out, nil
+	}
+	if err := t.writePackage(res); err != nil {
+		return nil, err
+	}
+	data, err := withEntry(idx, md, res, t.base, o.Now().UTC())
+	if err != nil {
+		return nil, err
+	}
+	// Check the new index before it is live: a refused index is never
+	// written (the tarball it would point at is, and is harmless alone).
+	check, err := checkIndexData(st, t.dir, data, t.stable, t.roots)
+	if err != nil {
+		return nil, fmt.Errorf("refusing to add %s %s, the index was not written: %w", res.Name, res.Version, err)
+	}
+	if err := requireEntry(st.where(t.dir), data, res); err != nil {
+		return nil, err
+	}
+	if err := st.write(t.idxPath, data); err != nil {
+		return nil, err
+	}
+	out.Action = Added
+	// Re-read what was written: the checked bytes must be what is served.
+	if got, err := st.read(t.idxPath); err != nil || !bytes.Equal(got, data) {
+		if _, cerr := t.check(st); cerr != nil {
+			err = cerr
+		}
+		return out, fmt.Errorf("%w: after adding %s %s, %s reads back with other bytes than were checked (%v); restore it from the previous release and re-run",
+			failure.ErrFindings, res.Name, res.Version, t.idxPath, err)
+	}
+	out.Entries, out.Unverified = check.Entries, check.Unverified
+	if gs == nil {
+		return out, nil
+	}
+	out.Commit, err = t.push(ctx, gs, o, res)
+	return out, err
+}
+
+// indexTarget is the index a package is added to: where it lives, the base
+// of its tarball URLs, and the URL roots its entries are checked against.
+type indexTarget struct {
+	st               store
+	dir, base        string
+	stable           bool
+	roots            []urlRoot
+	idxPath, tgzPath string
+}
+
+func targetIndex(st store, res *Result, o Options) indexTarget {
 	stableDir := o.IndexDir
 	if o.PagesBranch != "" {
 		stableDir = "."
@@ -124,71 +191,84 @@ func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Op
 	// stable base onto the stable root, so a URL that points there (as
 	// chartpin wrote before it derived the prerelease base) is checked and
 	// found missing rather than waved through as hosted elsewhere.
-	dir, base := stableDir, o.BaseURL
-	roots := []urlRoot{{base, dir}}
+	t := indexTarget{st: st, dir: stableDir, base: o.BaseURL, stable: !res.Prerelease}
+	t.roots = []urlRoot{{t.base, t.dir}}
 	if res.Prerelease {
-		dir, base = o.PrereleaseIndex, o.PrereleaseBaseURL
-		roots = []urlRoot{{base, dir}, {o.BaseURL, stableDir}}
+		t.dir, t.base = o.PrereleaseIndex, o.PrereleaseBaseURL
+		t.roots = []urlRoot{{t.base, t.dir}, {o.BaseURL, stableDir}}
 	}
-	st, gs, err := openStore(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	out := &IndexResult{Location: st.where(dir)}
-	idxPath, tgzPath := st.join(dir, indexName), st.join(dir, res.Filename)
+	t.idxPath, t.tgzPath = st.join(t.dir, indexName), st.join(t.dir, res.Filename)
+	return t
+}
 
-	idx := repo.NewIndexFile()
-	existing, err := st.read(idxPath)
+// check checks the index as st holds it.
+func (t indexTarget) check(st store) (CheckReport, error) {
+	return checkIndex(st, t.dir, t.stable, t.roots)
+}
+
+// load reads the index, or starts an empty one where there is none; an
+// index that is already wrong is not extended.
+func (t indexTarget) load(res *Result, log *slog.Logger) (*repo.IndexFile, error) {
+	existing, err := t.st.read(t.idxPath)
 	switch {
 	case err == nil:
-		// Refuse to extend an index that is already wrong.
-		if _, err := checkIndex(st, dir, stable, roots); err != nil {
+		if _, err := t.check(t.st); err != nil {
 			return nil, fmt.Errorf("refusing to add %s %s: %w", res.Name, res.Version, err)
 		}
-		if idx, err = loadIndex(existing); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", out.Location+"/"+indexName, err)
+		idx, err := loadIndex(existing)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", t.st.where(t.dir)+"/"+indexName, err)
 		}
+		return idx, nil
 	case errors.Is(err, fs.ErrNotExist):
-		o.Logger.Debug("new index", "at", out.Location)
+		log.Debug("new index", "at", t.st.where(t.dir))
+		return repo.NewIndexFile(), nil
 	default:
-		return nil, fmt.Errorf("reading %s: %w", idxPath, err)
+		return nil, fmt.Errorf("reading %s: %w", t.idxPath, err)
 	}
+}
 
-	// Never overwrite: an entry with this version, or a tarball by this name.
+// published reports a version already in the index with this digest; with
+// another digest, or a tarball by this name with other bytes, it is ErrPublished.
+func (t indexTarget) published(idx *repo.IndexFile, res *Result) (bool, error) {
 	for _, cv := range idx.Entries[res.Name] {
 		if cv.Version != res.Version {
 			continue
 		}
 		if cv.Digest == res.Digest {
-			out.Action = Unchanged
-			out.Entries = countEntries(idx)
-			return out, nil
+			return true, nil
 		}
-		return nil, fmt.Errorf("%w: %s %s is in %s with digest %s, this package is %s; publish never overwrites a version, so fleets never get two charts under one name: bump the chart version (chartpin bump) and publish again",
-			ErrPublished, res.Name, res.Version, out.Location, short(cv.Digest), short(res.Digest))
+		return false, fmt.Errorf("%w: %s %s is in %s with digest %s, this package is %s; publish never overwrites a version, so fleets never get two charts under one name: bump the chart version (chartpin bump) and publish again",
+			ErrPublished, res.Name, res.Version, t.st.where(t.dir), short(cv.Digest), short(res.Digest))
 	}
-	if old, err := st.read(tgzPath); err == nil && !bytes.Equal(old, res.Package) {
-		return nil, fmt.Errorf("%w: %s exists in %s with other bytes (sha256 %s) though the index lacks it; remove it by hand if it is debris, or bump the version",
-			ErrPublished, res.Filename, out.Location, short(sha256hex(old)))
+	if old, err := t.st.read(t.tgzPath); err == nil && !bytes.Equal(old, res.Package) {
+		return false, fmt.Errorf("%w: %s exists in %s with other bytes (sha256 %s) though the index lacks it; remove it by hand if it is debris, or bump the version",
+			ErrPublished, res.Filename, t.st.where(t.dir), short(sha256hex(old)))
 	}
+	return false, nil
+}
 
-	if err := st.write(tgzPath, res.Package); err != nil {
-		return nil, err
+// writePackage writes the tarball (and its provenance), and reads the
+// tarball back before the index points at it.
+func (t indexTarget) writePackage(res *Result) error {
+	if err := t.st.write(t.tgzPath, res.Package); err != nil {
+		return err
 	}
-	// Re-read the tarball before the index points at it.
-	if got, err := st.read(tgzPath); err != nil || sha256hex(got) != res.Digest {
-		return nil, fmt.Errorf("%w: %s reads back with other bytes than were written (%v); the index was not updated: check the disk and re-run",
-			failure.ErrFindings, tgzPath, err)
+	if got, err := t.st.read(t.tgzPath); err != nil || sha256hex(got) != res.Digest {
+		return fmt.Errorf("%w: %s reads back with other bytes than were written (%v); the index was not updated: check the disk and re-run",
+			failure.ErrFindings, t.tgzPath, err)
 	}
 	if res.Provenance != nil {
-		if err := st.write(tgzPath+".prov", res.Provenance); err != nil {
-			return nil, err
-		}
+		return t.st.write(t.tgzPath+".prov", res.Provenance)
 	}
+	return nil
+}
+
+// withEntry is idx with res added, created and generated at now, encoded.
+func withEntry(idx *repo.IndexFile, md *chart.Metadata, res *Result, base string, now time.Time) ([]byte, error) {
 	if err := idx.MustAdd(md, res.Filename, base, res.Digest); err != nil {
 		return nil, fmt.Errorf("adding %s %s to the index: %w", res.Name, res.Version, err)
 	}
-	now := o.Now().UTC()
 	for _, cv := range idx.Entries[res.Name] {
 		if cv.Version == res.Version {
 			cv.Created = now
@@ -200,47 +280,26 @@ func publishIndexOnce(ctx context.Context, md *chart.Metadata, res *Result, o Op
 	if err != nil {
 		return nil, fmt.Errorf("encoding index: %w", err)
 	}
-	// Check the new index before it is live: a refused index is never
-	// written (the tarball it would point at is, and is harmless alone).
-	check, err := checkIndexData(st, dir, data, stable, roots)
-	if err != nil {
-		return nil, fmt.Errorf("refusing to add %s %s, the index was not written: %w", res.Name, res.Version, err)
-	}
-	if err := requireEntry(st.where(dir), data, res); err != nil {
-		return nil, err
-	}
-	if err := st.write(idxPath, data); err != nil {
-		return nil, err
-	}
-	out.Action = Added
-	// Re-read what was written: the checked bytes must be what is served.
-	if got, err := st.read(idxPath); err != nil || !bytes.Equal(got, data) {
-		if _, cerr := checkIndex(st, dir, stable, roots); cerr != nil {
-			err = cerr
-		}
-		return out, fmt.Errorf("%w: after adding %s %s, %s reads back with other bytes than were checked (%v); restore it from the previous release and re-run",
-			failure.ErrFindings, res.Name, res.Version, idxPath, err)
-	}
-	out.Entries, out.Unverified = check.Entries, check.Unverified
-	if gs == nil {
-		return out, nil
-	}
+	return data, nil
+}
 
+// push commits the staged index and package to the pages branch and checks
+// the index again as the pushed commit holds it, not the staging area.
+func (t indexTarget) push(ctx context.Context, gs *gitStore, o Options, res *Result) (commit string, err error) {
 	c, err := gs.push(ctx, o.PagesBranch, fmt.Sprintf("publish %s %s\n\nsha256 %s", res.Name, res.Version, res.Digest))
 	if err != nil {
-		return out, err
+		return "", err
 	}
-	out.Commit = c.Hash.String()
-	// Re-read from the pushed commit, not from our staging area.
+	commit = c.Hash.String()
 	pushed := &gitStore{repo: o.Repo, branch: gitops.Branch{Name: o.PagesBranch, Exists: true, Tip: c.Hash}, staged: map[string][]byte{}}
-	if _, err := checkIndex(pushed, dir, stable, roots); err != nil {
-		return out, fmt.Errorf("after pushing %s: %w", short(c.Hash.String()), err)
+	if _, err := t.check(pushed); err != nil {
+		return commit, fmt.Errorf("after pushing %s: %w", short(commit), err)
 	}
-	pushedIndex, err := pushed.read(idxPath)
+	pushedIndex, err := pushed.read(t.idxPath)
 	if err != nil {
-		return out, fmt.Errorf("re-reading %s after pushing %s: %w", pushed.where(dir), short(c.Hash.String()), err)
+		return commit, fmt.Errorf("re-reading %s after pushing %s: %w", pushed.where(t.dir), short(commit), err)
 	}
-	return out, requireEntry(pushed.where(dir), pushedIndex, res)
+	return commit, requireEntry(pushed.where(t.dir), pushedIndex, res)
 }
 
 // requireEntry checks the index bytes list res with its digest exactly once.
