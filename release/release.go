@@ -156,6 +156,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.DryRun {
 		return dryRun(ctx, o, rep, plan, head)
 	}
+	return propose(ctx, o, rep, plan, head, remote)
+}
+
+// propose commits the plan's bytes on top of head, pushes the branch unless
+// the remote has that commit, and opens or updates the pull request.
+func propose(ctx context.Context, o Options, rep *Report, plan *pin.Result, head plumbing.Hash, remote gitops.Branch) (*Report, error) {
 	message := plan.Subject() + "\n\n" + plan.Markdown()
 	// Reuse: the pushed commit, when it has this parent and these bytes.
 	commit, err := o.Repo.Commit(ctx, gitops.CommitRequest{
