@@ -17,7 +17,7 @@ func (c *checker) checkSignatures(ctx context.Context) {
 	var items []*Item
 	for i := range c.rep.Items {
 		it := &c.rep.Items[i]
-		if it.Pin.VerifyKey != "" && (it.Status == OK || it.Status == Drift || it.Status == Acknowledged) {
+		if it.Pin.Verifies() && (it.Status == OK || it.Status == Drift || it.Status == Acknowledged) {
 			items = append(items, it)
 		}
 	}
@@ -28,16 +28,20 @@ func (c *checker) checkSignatures(ctx context.Context) {
 		c.rep.Notes = append(c.rep.Notes, fmt.Sprintf("%d pin(s) with verify: were not checked for signatures: the registry was not asked", len(items)))
 		return
 	}
-	policies := map[string]*signature.Policy{}
-	policyErrs := map[string]error{}
+	policies := map[signature.Spec]*signature.Policy{}
+	policyErrs := map[signature.Spec]error{}
 	for _, it := range items {
-		k := it.Pin.VerifyKey
+		k := specOf(it)
 		if _, ok := policies[k]; !ok && policyErrs[k] == nil {
-			policies[k], policyErrs[k] = signature.LoadKey(k)
+			policies[k], policyErrs[k] = signature.Load(k)
 		}
 	}
+	type lookup struct {
+		spec         signature.Spec
+		repo, digest string
+	}
 	// digests each item needs verified, deduplicated across the run.
-	errs := map[string]error{}
+	errs := map[lookup]error{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	need := func(it *Item) []string {
@@ -47,10 +51,10 @@ func (c *checker) checkSignatures(ctx context.Context) {
 		}
 		return ds
 	}
-	lookupKey := func(it *Item, d string) string { return it.repo + "@" + d + " " + it.Pin.VerifyKey }
-	started := map[string]bool{}
+	lookupKey := func(it *Item, d string) lookup { return lookup{specOf(it), it.repo, d} }
+	started := map[lookup]bool{}
 	for _, it := range items {
-		if policyErrs[it.Pin.VerifyKey] != nil {
+		if policyErrs[specOf(it)] != nil {
 			continue
 		}
 		for _, d := range need(it) {
@@ -66,14 +70,18 @@ func (c *checker) checkSignatures(ctx context.Context) {
 				mu.Lock()
 				errs[k] = err
 				mu.Unlock()
-			}(policies[it.Pin.VerifyKey], it.repo, d)
+			}(policies[specOf(it)], it.repo, d)
 		}
 	}
 	wg.Wait()
 	for _, it := range items {
-		if err := policyErrs[it.Pin.VerifyKey]; err != nil {
+		if err := policyErrs[specOf(it)]; err != nil {
+			what := "verify key"
+			if it.Pin.VerifyKey == "" {
+				what = "verify trusted root"
+			}
 			it.Status = Unsigned
-			it.Message = fmt.Sprintf("verify key (%s): %v", c.at(it), err)
+			it.Message = fmt.Sprintf("%s (%s): %v", what, c.at(it), err)
 			continue
 		}
 		for i, d := range need(it) {
@@ -100,4 +108,10 @@ func (c *checker) at(it *Item) string {
 		return cfg.At(it.Pin.ConfigLine)
 	}
 	return "verify:"
+}
+
+// specOf is the verify: policy of an item's pin.
+func specOf(it *Item) signature.Spec {
+	p := it.Pin
+	return signature.Spec{Key: p.VerifyKey, Identity: p.VerifyIdentity, Issuer: p.VerifyIssuer, TrustedRoot: p.VerifyTrustedRoot}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/drift"
 	"github.com/chartpin/chartpin/internal/cosigned"
+	"github.com/chartpin/chartpin/internal/cosigned/keyless"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/registrytest"
 	"github.com/chartpin/chartpin/signature"
@@ -184,5 +185,56 @@ func TestVerifyWithoutCheckerIsANote(t *testing.T) {
 	}
 	if n := reg.CountPath(http.MethodGet, ".sig"); n != 0 {
 		t.Errorf("%d signature reads without a checker", n)
+	}
+}
+
+// A keyless verify: is checked too: a pin signed by the configured identity
+// is OK, one signed by another identity is UNSIGNED.
+func TestKeylessPinsAreChecked(t *testing.T) {
+	const (
+		identity = "https://github.com/acme/app/.github/workflows/release.yaml@refs/heads/main"
+		issuer   = "https://token.actions.githubusercontent.com"
+	)
+	reg := registrytest.New(t)
+	ss, err := keyless.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trustedRoot, err := ss.TrustedRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := reg.Host + "/team/app"
+	values, cfgText := "", "charts:\n  - dir: .\n    images:\n"
+	for _, p := range []struct{ at, identity string }{{"ours", identity}, {"theirs", "https://github.com/evil/app/.github/workflows/x.yaml@refs/heads/main"}} {
+		d := reg.PushIndex(t, "team/app", p.at, "linux/amd64")
+		if _, err := ss.Push(p.identity, issuer, repo, d, []name.Option{name.Insecure}); err != nil {
+			t.Fatal(err)
+		}
+		values += p.at + ":\n  repository: " + repo + "\n  tag: " + p.at + "\n  digest: " + d + "\n"
+		cfgText += "      - at: " + p.at + "\n        verify: {identity: \"" + identity + "\", issuer: \"" + issuer + "\", trustedRoot: trusted_root.json}\n"
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: edge\nversion: 1.0.0\n",
+		"values.yaml":       values,
+		"chartpin.yaml":     cfgText,
+		"trusted_root.json": string(trustedRoot),
+	})
+	cfg, err := config.Load(filepath.Join(dir, "chartpin.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newResolver(t, reg.Host)
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: dir, Config: &cfg.Charts[0]}}, drift.Options{Signatures: signature.NewChecker(r)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := byPath(t, rep)
+	if it := got["ours.digest"]; it.Status != drift.OK {
+		t.Errorf("ours: %s %q, want OK", it.Status, it.Message)
+	}
+	if it := got["theirs.digest"]; it.Status != drift.Unsigned || !strings.Contains(it.Message, `expected SAN value "`+identity+`"`) {
+		t.Errorf("theirs: %s %q, want UNSIGNED naming the identity", it.Status, it.Message)
 	}
 }
