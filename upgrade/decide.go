@@ -65,22 +65,7 @@ func decide(ctx context.Context, src chartSource, opts Options, now time.Time, c
 		if err != nil {
 			return Candidate{}, err
 		}
-		c := Candidate{Version: v, Deprecated: pub.Deprecated}
-		age := time.Duration(-1)
-		if !pub.Created.IsZero() {
-			created := pub.Created.UTC()
-			age = now.Sub(created)
-			c.Created, c.Age, c.AgeSeconds = &created, human(age), int64(age/time.Second)
-		}
-		switch {
-		case pub.Deprecated:
-			c.Verdict = VerdictDeprecated
-		case opts.MinAge > 0 && age < 0:
-			c.Verdict, c.Wait = VerdictTooYoung, "unknown: no creation time recorded"
-		case age < opts.MinAge:
-			c.Verdict, c.Wait = VerdictTooYoung, human(opts.MinAge-age)
-		}
-		return c, nil
+		return judge(v, pub, now, opts.MinAge), nil
 	}
 
 	// The deployed version's own entry says whether it was recalled.
@@ -126,6 +111,35 @@ func decide(ctx context.Context, src chartSource, opts Options, now time.Time, c
 		}
 	}
 
+	err = p.settle(opts, src, current, cur, fallback, waiting, deprecated)
+	return p, err
+}
+
+// judge is v's candidate entry: deprecated, too young for minAge (or of
+// unknown age while minAge is set), or eligible (no verdict yet).
+func judge(v string, pub published, now time.Time, minAge time.Duration) Candidate {
+	c := Candidate{Version: v, Deprecated: pub.Deprecated}
+	age := time.Duration(-1)
+	if !pub.Created.IsZero() {
+		created := pub.Created.UTC()
+		age = now.Sub(created)
+		c.Created, c.Age, c.AgeSeconds = &created, human(age), int64(age/time.Second)
+	}
+	switch {
+	case pub.Deprecated:
+		c.Verdict = VerdictDeprecated
+	case minAge > 0 && age < 0:
+		c.Verdict, c.Wait = VerdictTooYoung, "unknown: no creation time recorded"
+	case age < minAge:
+		c.Verdict, c.Wait = VerdictTooYoung, human(minAge-age)
+	}
+	return c
+}
+
+// settle words the plan's reason once the versions are walked: a recall
+// falls back to the newest non-deprecated version that has not soaked yet
+// (fallback), and a stay says why (waiting, ahead or up to date).
+func (p *plan) settle(opts Options, src chartSource, current string, cur, fallback *semver.Version, waiting, deprecated []string) error {
 	soak := ""
 	if len(waiting) > 0 {
 		soak = fmt.Sprintf("; --min-age %s: %s", human(opts.MinAge), strings.Join(waiting, ", "))
@@ -145,7 +159,7 @@ func decide(ctx context.Context, src chartSource, opts Options, now time.Time, c
 		p.reason = fmt.Sprintf("%s is deprecated; no other version has soaked --min-age %s, so it moves to the newest non-deprecated %s now%s",
 			current, human(opts.MinAge), fallback.Original(), skipped)
 	case p.recall && p.target == nil:
-		return p, fmt.Errorf("chart %q %s in %s is deprecated and so is every other version: publish a fixed version (or chartpin publish --undeprecate one)", opts.Chart, current, src)
+		return fmt.Errorf("chart %q %s in %s is deprecated and so is every other version: publish a fixed version (or chartpin publish --undeprecate one)", opts.Chart, current, src)
 	case p.recall:
 		p.reason = fmt.Sprintf("%s is deprecated: moving to the newest non-deprecated version %s%s%s", current, p.target.Original(), skipped, soak)
 	case p.target != nil:
@@ -164,7 +178,7 @@ func decide(ctx context.Context, src chartSource, opts Options, now time.Time, c
 		p.decision = DecisionUpToDate
 		p.reason = fmt.Sprintf("no version above %s to move to%s", current, skipped)
 	}
-	return p, nil
+	return nil
 }
 
 // human prints a duration the way a person reads it: 17h, 2h30m, 45s.
