@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/discover"
+	"github.com/chartpin/chartpin/internal/fanout"
 	"github.com/chartpin/chartpin/pinrule"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -44,7 +44,7 @@ func pickTags(ctx context.Context, active []*state, r resolver.Interface, log *s
 			repos = append(repos, s.Repository)
 		}
 	}
-	tags, tagErrs := parallel(uniq(repos), func(repo string) ([]string, error) { return r.Tags(ctx, repo) })
+	tags, tagErrs := fanout.Map(repos, func(repo string) ([]string, error) { return r.Tags(ctx, repo) })
 	for _, s := range active {
 		if s.Follows != "" {
 			continue
@@ -75,7 +75,7 @@ func resolveRefs(ctx context.Context, active []*state, r resolver.Interface) {
 			refs = append(refs, s.ref)
 		}
 	}
-	images, resErrs := parallel(uniq(refs), func(ref string) (resolver.Image, error) { return r.Resolve(ctx, ref) })
+	images, resErrs := fanout.Map(refs, func(ref string) (resolver.Image, error) { return r.Resolve(ctx, ref) })
 	for _, s := range active {
 		if s.Follows != "" || s.refused != nil {
 			continue
@@ -124,7 +124,7 @@ func checkPlatforms(ctx context.Context, active []*state, r resolver.Interface, 
 			keys = append(keys, resolver.DigestRef(s.img.Ref, s.Digest))
 		}
 	}
-	manifests, errs := parallel(uniq(keys), func(k string) (resolver.Manifest, error) { return r.Manifest(ctx, k) })
+	manifests, errs := fanout.Map(keys, func(k string) (resolver.Manifest, error) { return r.Manifest(ctx, k) })
 	for _, s := range moving {
 		k := resolver.DigestRef(s.img.Ref, s.newDigest)
 		if err := errs[k]; err != nil {
@@ -179,32 +179,6 @@ func (c *chart) followTarget(s *state) (*state, error) {
 }
 
 func stateLink(s *state) pinrule.Link { return pinrule.Link{At: s.At, Pin: s.Key, Follows: s.Follows} }
-
-// parallel runs fn once per key concurrently (the resolver bounds requests in flight).
-func parallel[K comparable, T any](keys []K, fn func(K) (T, error)) (map[K]T, map[K]error) {
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		out  = map[K]T{}
-		errs = map[K]error{}
-	)
-	for _, k := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			v, err := fn(k)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs[k] = err
-				return
-			}
-			out[k] = v
-		}()
-	}
-	wg.Wait()
-	return out, errs
-}
 
 // render writes a digest in a pin's format; tag is the tag written with it
 // (tag@digest, ref@digest) and current the scalar's value today.

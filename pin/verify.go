@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/chartpin/chartpin/internal/fanout"
 	"github.com/chartpin/chartpin/resolver"
 	"github.com/chartpin/chartpin/signature"
 )
@@ -55,7 +56,7 @@ func checkSignatures(ctx context.Context, charts []*chart, checker *signature.Ch
 			lookups = append(lookups, l)
 		}
 	}
-	verified, errs := parallel(lookups, func(l lookup) (signature.Verified, error) {
+	verified, errs := fanout.Map(lookups, func(l lookup) (signature.Verified, error) {
 		return checker.Check(ctx, policies[l.spec], l.repository, l.digest)
 	})
 	for _, s := range moving {

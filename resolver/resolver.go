@@ -9,7 +9,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
+
+	"github.com/chartpin/chartpin/internal/fanout"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -92,32 +93,11 @@ func RequirePlatforms(ref string, have, want []string) error {
 // ResolveAll resolves refs concurrently through r (which bounds concurrency
 // itself) and returns the images by ref. All errors are returned, joined.
 func ResolveAll(ctx context.Context, r Interface, refs []string) (map[string]Image, error) {
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		out  = make(map[string]Image, len(refs))
-		errs []error
-	)
-	seen := map[string]bool{}
-	for _, ref := range refs {
-		if seen[ref] {
-			continue
-		}
-		seen[ref] = true
-		wg.Add(1)
-		go func(ref string) {
-			defer wg.Done()
-			img, err := r.Resolve(ctx, ref)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			out[ref] = img
-		}(ref)
+	out, byRef := fanout.Map(refs, func(ref string) (Image, error) { return r.Resolve(ctx, ref) })
+	errs := make([]error, 0, len(byRef))
+	for _, err := range byRef {
+		errs = append(errs, err)
 	}
-	wg.Wait()
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return out, errors.Join(errs...)
 }
@@ -149,27 +129,21 @@ func ResolveOrdered(ctx context.Context, r Interface, refs []string) ([]Image, e
 // checked (see Remote.Manifest), and the required platforms checked.
 func ResolveEach(ctx context.Context, r Interface, refs []string, required []string) ([]Image, error) {
 	resolved, resolveErr := ResolveOrdered(ctx, r, refs)
-	out := make([]Image, len(resolved))
-	errs := make([]error, len(resolved))
-	var wg sync.WaitGroup
+	keys := make([]string, len(resolved))
 	for i, img := range resolved {
-		wg.Add(1)
-		go func(i int, img Image) {
-			defer wg.Done()
-			out[i] = img
-			m, err := r.Manifest(ctx, DigestRef(img.Ref, img.Digest))
-			if err != nil {
-				errs[i] = err
-				return
-			}
+		keys[i] = DigestRef(img.Ref, img.Digest)
+	}
+	manifests, manifestErrs := fanout.Map(keys, func(k string) (Manifest, error) { return r.Manifest(ctx, k) })
+	var out []Image
+	errs := []error{resolveErr}
+	for i, img := range resolved {
+		m, err := manifests[keys[i]], manifestErrs[keys[i]]
+		if err == nil {
 			img.MediaType, img.Platforms = m.MediaType, m.Platforms
-			out[i] = img
-			errs[i] = m.Require(img.Ref, required)
-		}(i, img)
+			err = m.Require(img.Ref, required)
+		}
+		out = append(out, img)
+		errs = append(errs, err)
 	}
-	wg.Wait()
-	if len(out) == 0 {
-		out = nil
-	}
-	return out, errors.Join(append([]error{resolveErr}, errs...)...)
+	return out, errors.Join(errs...)
 }

@@ -41,6 +41,7 @@ func listPackages(t *testing.T) []pkg {
 var resolverMayImport = map[string]bool{
 	"github.com/chartpin/chartpin/internal/failure":    true,
 	"github.com/chartpin/chartpin/internal/atomicfile": true,
+	"github.com/chartpin/chartpin/internal/fanout":     true,
 }
 
 // The resolver serves both update paths, so it must not drag in Helm, git or
