@@ -43,7 +43,9 @@ const (
 type Options struct {
 	// ConfigPath is the file to write; dir: entries are relative to its directory.
 	ConfigPath string
-	ChartDirs  []string
+	// ChartDirs are the charts to adopt (config.Select without a config:
+	// the current directory when empty).
+	ChartDirs []string
 	// Resolver answers what each pinned tag names today (online or --digests).
 	Resolver resolver.Interface
 }
@@ -78,26 +80,23 @@ func Plan(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Resolver == nil {
 		return nil, errors.New("adopt: no resolver")
 	}
-	if len(opts.ChartDirs) == 0 {
-		return nil, failure.Input(errors.New("init: name a chart directory"))
-	}
 	cfgPath, err := filepath.Abs(opts.ConfigPath)
 	if err != nil {
 		return nil, failure.Input(fmt.Errorf("config %s: %w", opts.ConfigPath, err))
 	}
+	// The config is being written, not read: every chart named is discovered.
+	sel, err := config.Select(nil, opts.ChartDirs)
+	if err != nil {
+		return nil, err
+	}
 	res := &Result{Path: cfgPath}
-	seen := map[string]bool{}
-	for _, d := range opts.ChartDirs {
-		dir, err := filepath.Abs(d)
+	for _, t := range sel {
+		dir, err := filepath.Abs(t.Dir)
 		if err != nil {
-			return nil, failure.Input(fmt.Errorf("chart dir %s: %w", d, err))
+			return nil, failure.Input(fmt.Errorf("chart dir %s: %w", t.Dir, err))
 		}
-		if seen[dir] {
-			continue
-		}
-		seen[dir] = true
 		if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
-			return nil, failure.Input(fmt.Errorf("chart dir %s: no Chart.yaml; name a chart directory", d))
+			return nil, failure.Input(fmt.Errorf("chart dir %s: no Chart.yaml; name a chart directory", t.Dir))
 		}
 		pins, err := discover.Survey(dir)
 		if err != nil {

@@ -154,34 +154,56 @@ func Parse(path string, data []byte) (*File, error) {
 	return f, nil
 }
 
-// Select returns the configured charts named by dirs (every chart when dirs
-// is empty). A dir that is not configured is an input error.
-func (f *File) Select(dirs []string) ([]Chart, error) {
+// Target is one chart a command runs on.
+type Target struct {
+	// Dir is the chart directory as the user named it, or the configured
+	// (absolute) dir when no argument named it.
+	Dir string
+	// Config is the chart's entry in chartpin.yaml, nil without a config.
+	Config *Chart
+}
+
+// Select is the chart selection of every command that takes CHART_DIR
+// arguments. With a config f, each argument must name a configured chart
+// (another directory is an input error naming the config and its charts:
+// chartpin.yaml says exactly which charts run, and how) and no argument
+// means every configured chart. Without one (f nil), each argument is a
+// chart whose pins are discovered, and no argument means the current
+// directory. A directory named twice runs once.
+func Select(f *File, dirs []string) ([]Target, error) {
 	if len(dirs) == 0 {
-		return f.Charts, nil
+		if f == nil {
+			return []Target{{Dir: "."}}, nil
+		}
+		out := make([]Target, 0, len(f.Charts))
+		for i := range f.Charts {
+			out = append(out, Target{Dir: f.Charts[i].Dir, Config: &f.Charts[i]})
+		}
+		return out, nil
 	}
-	var out []Chart
+	var out []Target
+	seen := map[string]bool{}
 	for _, d := range dirs {
 		abs, err := filepath.Abs(d)
 		if err != nil {
 			return nil, failure.Input(fmt.Errorf("chart dir %s: %w", d, err))
 		}
-		found := false
-		for _, c := range f.Charts {
-			if c.Dir == abs {
-				out = append(out, c)
-				found = true
-				break
+		if seen[abs] {
+			continue
+		}
+		seen[abs] = true
+		t := Target{Dir: d}
+		if f != nil {
+			if t.Config = f.Chart(abs); t.Config == nil {
+				var known []string
+				for _, c := range f.Charts {
+					known = append(known, c.Dir)
+				}
+				return nil, failure.Input(failure.Optionf("chart dir %s is not configured in %s (configured: %s); add it under charts: or drop {{ConfigPath}}",
+					d, f.Path, strings.Join(known, ", ")))
 			}
 		}
-		if !found {
-			var known []string
-			for _, c := range f.Charts {
-				known = append(known, c.Dir)
-			}
-			return nil, failure.Input(failure.Optionf("chart dir %s is not configured in %s (configured: %s); add it under charts: or drop {{ConfigPath}}",
-				d, f.Path, strings.Join(known, ", ")))
-		}
+		out = append(out, t)
 	}
 	return out, nil
 }

@@ -159,17 +159,25 @@ func TestSelectAndFind(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := filepath.Dir(p)
-	all, _ := f.Select(nil)
-	if len(all) != 2 {
-		t.Errorf("Select(nil) = %d charts", len(all))
+	all, _ := Select(f, nil)
+	if len(all) != 2 || all[0].Config != &f.Charts[0] || all[1].Dir != filepath.Join(base, "charts/b") {
+		t.Errorf("Select(f, nil) = %+v; want both configured charts", all)
 	}
-	got, err := f.Select([]string{filepath.Join(base, "charts/b/")})
-	if err != nil || len(got) != 1 || got[0].Dir != filepath.Join(base, "charts/b") {
-		t.Errorf("Select(b) = %+v, %v", got, err)
+	b := filepath.Join(base, "charts/b/")
+	got, err := Select(f, []string{b, filepath.Join(base, "charts/b")})
+	if err != nil || len(got) != 1 || got[0].Dir != b || got[0].Config != &f.Charts[1] {
+		t.Errorf("Select(f, b, b) = %+v, %v; want b once, as named, with its entry", got, err)
 	}
-	_, err = f.Select([]string{filepath.Join(base, "charts/c")})
+	_, err = Select(f, []string{filepath.Join(base, "charts/c")})
 	if err == nil || failure.Code(err) != 2 || !strings.Contains(err.Error(), "charts/c is not configured") || !strings.HasSuffix(err.Error(), "or drop ConfigPath") {
-		t.Errorf("Select(c) err = %v; want exit 2 naming the option ConfigPath", err)
+		t.Errorf("Select(f, c) err = %v; want exit 2 naming the option ConfigPath", err)
+	}
+	// Without a config: every argument is a chart, none means the current directory.
+	if got, err := Select(nil, nil); err != nil || len(got) != 1 || got[0].Dir != "." || got[0].Config != nil {
+		t.Errorf("Select(nil, nil) = %+v, %v; want .", got, err)
+	}
+	if got, err := Select(nil, []string{"charts/c", "charts/c/", "charts/d"}); err != nil || len(got) != 2 || got[0].Dir != "charts/c" || got[1].Dir != "charts/d" {
+		t.Errorf("Select(nil, c, c/, d) = %+v, %v; want c and d", got, err)
 	}
 	if _, err := Load(filepath.Join(base, "missing.yaml")); failure.Code(err) != 2 || !strings.Contains(err.Error(), "pass ConfigPath FILE") {
 		t.Errorf("Load(missing) err = %v; want exit 2 naming the option ConfigPath", err)

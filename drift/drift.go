@@ -52,12 +52,8 @@ func (s Status) Finding() bool {
 	return s == Drift || s == Unresolved || s == Unwatchable || s == Unsigned
 }
 
-// Target is one chart to watch.
-type Target struct {
-	Dir string
-	// Config is the chart's chartpin.yaml entry, nil without one.
-	Config *config.Chart
-}
+// Target is one chart to watch, as config.Select chooses it.
+type Target = config.Target
 
 // Item is the verdict on one pin.
 type Item struct {

@@ -131,7 +131,8 @@ type Options struct {
 	// Base is the revision the working tree is compared with (origin/main).
 	Base string
 	// Dirs, when set, are the chart directories to check (relative to the
-	// working directory or absolute) instead of every Chart.yaml in the repository.
+	// working directory or absolute) instead of every Chart.yaml in the
+	// repository; with a Config each must be configured (config.Select).
 	Dirs []string
 	// Config adds the configured charts to those found by walking, with their appVersion policy.
 	Config *config.File
@@ -416,8 +417,13 @@ func (g *guard) chartDirs(baseTree *object.Tree) ([]string, error) {
 	var dirs []string
 	switch {
 	case len(g.o.Dirs) > 0:
-		for _, d := range g.o.Dirs {
-			rel, err := g.rel(d)
+		// Named charts are selected as every command selects them.
+		sel, err := config.Select(g.o.Config, g.o.Dirs)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range sel {
+			rel, err := g.rel(t.Dir)
 			if err != nil {
 				return nil, err
 			}

@@ -34,7 +34,8 @@ import (
 type Options struct {
 	// ConfigPath is chartpin.yaml; "" means discovery in ChartDirs.
 	ConfigPath string
-	// ChartDirs selects charts (with a config: configured ones; every one when empty).
+	// ChartDirs selects charts by config.Select: with a config, configured
+	// ones (every one when empty); without, the current directory when empty.
 	ChartDirs []string
 	// Resolver turns tags into digests (online, offline, recording).
 	Resolver resolver.Interface
@@ -284,36 +285,27 @@ func load(opts Options) ([]*chart, error) {
 	return charts, nil
 }
 
-// selectCharts reads the config (if any) and lists the charts of the run.
+// selectCharts reads the config (if any) and lists the charts of the run
+// (config.Select, the rule every command selects charts by).
 func selectCharts(opts Options) ([]*chart, error) {
-	var charts []*chart
+	var cf *config.File
 	if opts.ConfigPath != "" {
-		cf, err := config.Load(opts.ConfigPath)
-		if err != nil {
+		var err error
+		if cf, err = config.Load(opts.ConfigPath); err != nil {
 			return nil, err
 		}
-		sel, err := cf.Select(opts.ChartDirs)
-		if err != nil {
-			return nil, err
-		}
-		for i := range sel {
-			charts = append(charts, &chart{dir: sel[i].Dir, cfg: &sel[i]})
-		}
-		return charts, nil
 	}
-	if len(opts.ChartDirs) == 0 {
-		return nil, failure.Input(errors.New("no chart directory given and no chartpin.yaml; name a CHART_DIR"))
+	targets, err := config.Select(cf, opts.ChartDirs)
+	if err != nil {
+		return nil, err
 	}
-	seen := map[string]bool{}
-	for _, d := range opts.ChartDirs {
-		abs, err := filepath.Abs(d)
+	charts := make([]*chart, 0, len(targets))
+	for _, t := range targets {
+		abs, err := filepath.Abs(t.Dir)
 		if err != nil {
-			return nil, failure.Input(fmt.Errorf("chart dir %s: %w", d, err))
+			return nil, failure.Input(fmt.Errorf("chart dir %s: %w", t.Dir, err))
 		}
-		if !seen[abs] {
-			seen[abs] = true
-			charts = append(charts, &chart{dir: abs})
-		}
+		charts = append(charts, &chart{dir: abs, cfg: t.Config})
 	}
 	return charts, nil
 }

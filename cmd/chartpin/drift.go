@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -45,7 +44,7 @@ func runDrift(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	targets, err := driftTargets(cfg, c.Args().Slice())
+	targets, err := config.Select(cfg, c.Args().Slice())
 	if err != nil {
 		return err
 	}
@@ -84,34 +83,6 @@ func runDrift(c *cli.Context) error {
 		return err
 	}
 	return rep.Err()
-}
-
-// driftTargets pairs each chart directory with its config entry, if any:
-// an unconfigured chart is still watched, by discovery.
-func driftTargets(cfg *config.File, dirs []string) ([]drift.Target, error) {
-	if len(dirs) == 0 {
-		if cfg != nil {
-			var out []drift.Target
-			for i := range cfg.Charts {
-				out = append(out, drift.Target{Dir: cfg.Charts[i].Dir, Config: &cfg.Charts[i]})
-			}
-			return out, nil
-		}
-		dirs = []string{"."}
-	}
-	var out []drift.Target
-	for _, d := range dirs {
-		t := drift.Target{Dir: d}
-		if cfg != nil {
-			abs, err := filepath.Abs(d)
-			if err != nil {
-				return nil, fmt.Errorf("chart dir %s: %w", d, err)
-			}
-			t.Config = cfg.Chart(abs) // nil: not configured, watched by discovery
-		}
-		out = append(out, t)
-	}
-	return out, nil
 }
 
 // relToCwd shortens a path for the terminal.

@@ -38,17 +38,13 @@ func runInit(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	dirs := c.Args().Slice()
-	if len(dirs) == 0 {
-		dirs = []string{"."}
-	}
 	ctx, cancel := commandContext(c)
 	defer cancel()
 	r, err := newResolver(c)
 	if err != nil {
 		return err
 	}
-	res, err := adopt.Plan(ctx, adopt.Options{ConfigPath: c.String("config"), ChartDirs: dirs, Resolver: r})
+	res, err := adopt.Plan(ctx, adopt.Options{ConfigPath: c.String("config"), ChartDirs: c.Args().Slice(), Resolver: r})
 	if err != nil {
 		return err
 	}

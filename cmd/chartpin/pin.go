@@ -183,10 +183,6 @@ func pinOptions(c *cli.Context) (pin.Options, error) {
 		}
 		cfgPath = found
 	}
-	dirs := c.Args().Slice()
-	if cfgPath == "" && len(dirs) == 0 {
-		dirs = []string{"."}
-	}
-	o.ConfigPath, o.ChartDirs, o.SetTags = cfgPath, dirs, tags
+	o.ConfigPath, o.ChartDirs, o.SetTags = cfgPath, c.Args().Slice(), tags
 	return o, nil
 }
