@@ -901,8 +901,9 @@ func (w *world) tick(f *reconcile.File) (*reconcile.Result, resolver.Stats, erro
 	if err != nil {
 		return nil, resolver.Stats{}, err
 	}
-	r, err := reconcile.New(client, res, reconcile.WithLogger(discard()), reconcile.WithRolloutTimeout(workloadTimeout),
-		reconcile.WithRequestTimeout(requestTimeout), reconcile.WithPollInterval(50*time.Millisecond), reconcile.WithInstance("e2e"))
+	o := reconcile.DefaultOptions()
+	o.Logger, o.RolloutTimeout, o.RequestTimeout, o.PollInterval, o.Instance = discard(), workloadTimeout, requestTimeout, 50*time.Millisecond, "e2e"
+	r, err := reconcile.New(client, res, o)
 	if err != nil {
 		return nil, resolver.Stats{}, err
 	}

@@ -30,7 +30,7 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 				errs = append(errs, err)
 				continue
 			}
-			if n > r.o.maxSkips {
+			if n > r.o.MaxSkips {
 				err := r.skipStreakError(p, n)
 				errs = append(errs, err, r.event(ctx, p.w, corev1.EventTypeWarning, "ReimageSkipStreak", err.Error()))
 			}
@@ -58,7 +58,7 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 				errs = append(errs, err)
 				continue
 			}
-			rctx, cancel := context.WithTimeout(ctx, r.o.requestTimeout)
+			rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
 			w, err := patchWorkload(rctx, r.client, k, patch)
 			cancel()
 			if err != nil {
@@ -99,7 +99,7 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 			// the pods on the newest digest re-arms (ActionNone). Otherwise a
 			// restart that never changes what pods report would roll on every
 			// tick and never reach the lockout.
-			r.o.logger.Info("restart rolled out; attempt counter kept until a tick sees the newest digest",
+			r.o.Logger.Info("restart rolled out; attempt counter kept until a tick sees the newest digest",
 				"workload", p.w.key.String(), "attempts", p.attempts+1)
 			res.RolledOut = append(res.RolledOut, p.w.key.String())
 			continue
@@ -134,7 +134,7 @@ func (r *Reconciler) landed(p *plan, stored *workload) error {
 	}
 	k := p.w.key
 	return fmt.Errorf("re-imaging %s did not land: %s (rewritten by a mutating admission webhook?); attempt %d of %d counted (lockout at %d); if the cluster rewrites images to a mirror, set mirror: in the chart's reconcile targets; look with: kubectl -n %s get %s -o yaml",
-		k, strings.Join(wrong, "; "), p.attempts+1, r.o.maxAttempts, r.o.maxAttempts, k.namespace, k.ref())
+		k, strings.Join(wrong, "; "), p.attempts+1, r.o.MaxAttempts, r.o.MaxAttempts, k.namespace, k.ref())
 }
 
 // dryRunErrors are the failures a real tick would report for these plans.
@@ -146,7 +146,7 @@ func (r *Reconciler) dryRunErrors(plans []*plan) error {
 			errs = append(errs, r.lockoutError(p))
 		case p.action == ActionRefuse:
 			errs = append(errs, r.refuseError(p))
-		case p.action == ActionSkip && p.skips+1 > r.o.maxSkips:
+		case p.action == ActionSkip && p.skips+1 > r.o.MaxSkips:
 			errs = append(errs, r.skipStreakError(p, p.skips+1))
 		}
 	}
@@ -181,7 +181,7 @@ func (r *Reconciler) reimagePatch(p *plan) ([]byte, error) {
 	}
 	template := map[string]any{"spec": podSpec}
 	if p.restart {
-		template["metadata"] = map[string]any{"annotations": map[string]string{RestartAnnotation: r.o.now().UTC().Format(time.RFC3339)}}
+		template["metadata"] = map[string]any{"annotations": map[string]string{RestartAnnotation: r.o.Now().UTC().Format(time.RFC3339)}}
 	}
 	ann := map[string]any{AttemptsAnnotation: strconv.Itoa(p.attempts + 1)}
 	if _, ok := p.w.annotations[SkipsAnnotation]; ok {
@@ -199,7 +199,7 @@ func (r *Reconciler) annotate(ctx context.Context, k workloadKey, ann map[string
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, r.o.requestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
 	defer cancel()
 	if _, err := patchWorkload(rctx, r.client, k, patch); err != nil {
 		return fmt.Errorf("annotating %s: %w; check the reconcile Role grants patch on it", k, err)
@@ -211,30 +211,30 @@ func (r *Reconciler) annotate(ctx context.Context, k workloadKey, ann map[string
 // available. A read error ends the wait as a failure, never as a skip.
 func (r *Reconciler) wait(ctx context.Context, p *plan) error {
 	k, gen := p.w.key, p.w.generation
-	ctx, cancel := context.WithTimeout(ctx, r.o.rolloutTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.o.RolloutTimeout)
 	defer cancel()
-	tick := time.NewTicker(r.o.pollInterval)
+	tick := time.NewTicker(r.o.PollInterval)
 	defer tick.Stop()
 	last := "not read yet"
 	for {
-		rctx, rcancel := context.WithTimeout(ctx, r.o.requestTimeout)
+		rctx, rcancel := context.WithTimeout(ctx, r.o.RequestTimeout)
 		w, err := getWorkload(rctx, r.client, k)
 		rcancel()
 		switch {
 		case err != nil && ctx.Err() == nil:
 			return fmt.Errorf("waiting for the rollout of %s: %w; attempt %d of %d counted; check the reconcile Role grants get on it",
-				k, err, p.attempts+1, r.o.maxAttempts)
+				k, err, p.attempts+1, r.o.MaxAttempts)
 		case err == nil && w.observed >= gen && w.failed != "":
 			return r.rolloutError(p, w.failed)
 		case err == nil && w.observed >= gen && w.settled == "":
-			r.o.logger.Info("rolled out", "workload", k.String(), "generation", gen)
+			r.o.Logger.Info("rolled out", "workload", k.String(), "generation", gen)
 			return nil
 		case err == nil:
 			last = w.settled
 		}
 		select {
 		case <-ctx.Done():
-			return r.rolloutError(p, fmt.Sprintf("not complete within %s: %s", r.o.rolloutTimeout, last))
+			return r.rolloutError(p, fmt.Sprintf("not complete within %s: %s", r.o.RolloutTimeout, last))
 		case <-tick.C:
 		}
 	}
@@ -243,13 +243,13 @@ func (r *Reconciler) wait(ctx context.Context, p *plan) error {
 func (r *Reconciler) rolloutError(p *plan, why string) error {
 	k := p.w.key
 	return fmt.Errorf("rollout of %s %s; attempt %d of %d counted (lockout at %d); look with: kubectl -n %s rollout status %s; kubectl -n %s describe %s",
-		k, why, p.attempts+1, r.o.maxAttempts, r.o.maxAttempts, k.namespace, k.ref(), k.namespace, k.ref())
+		k, why, p.attempts+1, r.o.MaxAttempts, r.o.MaxAttempts, k.namespace, k.ref(), k.namespace, k.ref())
 }
 
 func (r *Reconciler) lockoutError(p *plan) error {
 	k := p.w.key
 	return failure.Optionf("%s is locked out: %d re-images without a completed rollout ({{MaxAttempts}} %d), so it was not patched; it runs %s, the tag names %s; find out why its rollout fails (kubectl -n %s rollout status %s), then re-arm it: kubectl -n %s annotate %s %s-",
-		k, p.attempts, r.o.maxAttempts, joinRunning(p), p.dec[0].Latest, k.namespace, k.ref(), k.namespace, k.ref(), AttemptsAnnotation)
+		k, p.attempts, r.o.MaxAttempts, joinRunning(p), p.dec[0].Latest, k.namespace, k.ref(), k.namespace, k.ref(), AttemptsAnnotation)
 }
 
 func (r *Reconciler) skipStreakError(p *plan, n int) error {
@@ -263,7 +263,7 @@ func (r *Reconciler) skipStreakError(p *plan, n int) error {
 		why = p.w.failed
 	}
 	return failure.Optionf("%s was skipped %d ticks in a row ({{MaxSkips}} %d) because it is not settled (%s): its update path is frozen; look with: kubectl -n %s rollout status %s; kubectl -n %s get pods -l %s; kubectl -n %s describe %s",
-		k, n, r.o.maxSkips, why, k.namespace, k.ref(), k.namespace, sel, k.namespace, k.ref())
+		k, n, r.o.MaxSkips, why, k.namespace, k.ref(), k.namespace, sel, k.namespace, k.ref())
 }
 
 func joinRunning(p *plan) string {
@@ -283,7 +283,7 @@ func joinRunning(p *plan) string {
 }
 
 func (r *Reconciler) reimageMessage(p *plan) string {
-	msg := fmt.Sprintf("chartpin re-imaged by digest (attempt %d of %d):", p.attempts+1, r.o.maxAttempts)
+	msg := fmt.Sprintf("chartpin re-imaged by digest (attempt %d of %d):", p.attempts+1, r.o.MaxAttempts)
 	for _, d := range p.dec {
 		if d.Action == ActionReimage {
 			msg += fmt.Sprintf(" %s=%s (%s);", d.Container, d.Image, d.Reason)
@@ -295,7 +295,7 @@ func (r *Reconciler) reimageMessage(p *plan) string {
 // event records a core/v1 Event on the workload. Failing to record one fails
 // the tick: a missing Role rule must not go unnoticed.
 func (r *Reconciler) event(ctx context.Context, w *workload, typ, reason, msg string) error {
-	now := metav1.NewTime(r.o.now())
+	now := metav1.NewTime(r.o.Now())
 	if len(msg) > 1000 {
 		msg = msg[:1000]
 	}
@@ -316,14 +316,14 @@ func (r *Reconciler) event(ctx context.Context, w *workload, typ, reason, msg st
 		LastTimestamp:       now,
 		Count:               1,
 		ReportingController: "chartpin.dev/reconcile",
-		ReportingInstance:   r.o.instance,
+		ReportingInstance:   r.o.Instance,
 		Action:              reason,
 	}
-	rctx, cancel := context.WithTimeout(ctx, r.o.requestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
 	defer cancel()
 	if _, err := r.client.CoreV1().Events(w.key.namespace).Create(rctx, ev, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("recording event %s on %s: %w; check the reconcile Role grants create on events", reason, w.key, err)
 	}
-	r.o.logger.Debug("event", "workload", w.key.String(), "reason", reason)
+	r.o.Logger.Debug("event", "workload", w.key.String(), "reason", reason)
 	return nil
 }

@@ -91,7 +91,7 @@ func BenchmarkTick50(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				r, err := New(e.client, res, WithPollInterval(1))
+				r, err := New(e.client, res, options(func(o *Options) { o.PollInterval = 1 }))
 				if err != nil {
 					b.Fatal(err)
 				}

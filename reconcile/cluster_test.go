@@ -273,7 +273,9 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := New(sa, res, WithPullSecrets(kc), WithPollInterval(20*time.Millisecond), WithRolloutTimeout(30*time.Second), WithRequestTimeout(10*time.Second))
+		r, err := New(sa, res, options(func(o *Options) {
+			o.PullSecrets, o.PollInterval, o.RolloutTimeout, o.RequestTimeout = kc, 20*time.Millisecond, 30*time.Second, 10*time.Second
+		}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -397,7 +399,7 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 	latest["chartpin/resource-monitor"] = reg.PushIndex(t, "chartpin/resource-monitor", "dev", "linux/amd64", "linux/arm64")
 	ctl.Stuck.Store(true)
 	r, _ := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithMirrors(map[string]string{"docker.io": reg.Host}))
-	rc, _ := New(sa, r, WithPollInterval(20*time.Millisecond), WithRolloutTimeout(300*time.Millisecond))
+	rc, _ := New(sa, r, options(func(o *Options) { o.PollInterval, o.RolloutTimeout = 20*time.Millisecond, 300*time.Millisecond }))
 	_, err = rc.Tick(ctx, f)
 	if err == nil || !strings.Contains(err.Error(), "rollout of DaemonSet node-agents/rel-resource-monitor") {
 		t.Fatalf("stuck rollout: %v", err)
@@ -462,7 +464,7 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := New(client, res, WithPollInterval(20*time.Millisecond))
+		r, err := New(client, res, options(func(o *Options) { o.PollInterval = 20 * time.Millisecond }))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -295,8 +294,9 @@ func fleetTick(ctx context.Context, e *env, f *File, host string, rt http.RoundT
 	if err != nil {
 		return err
 	}
-	r, err := New(e.client, res, WithSpread(delay), WithPollInterval(5*time.Millisecond), WithRolloutTimeout(10*time.Second),
-		WithLogger(slog.New(slog.DiscardHandler)))
+	r, err := New(e.client, res, options(func(o *Options) {
+		o.Spread, o.PollInterval, o.RolloutTimeout = delay, 5*time.Millisecond, 10*time.Second
+	}))
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,6 @@ type env struct {
 	reg    *registrytest.Registry
 	client *fake.Clientset
 	logs   *bytes.Buffer
-	opts   []Option
 
 	mu sync.Mutex
 	// progress decides, per workload name, whether the fake controller rolls
@@ -75,29 +74,38 @@ func (e *env) resolver(opts ...resolver.Option) *resolver.Remote {
 	return r
 }
 
-func (e *env) reconciler(res resolver.Interface, opts ...Option) *Reconciler {
+// reconciler is a Reconciler on the env's cluster with fast polls, a fixed
+// clock and the env's log; each set adjusts the options after that.
+func (e *env) reconciler(res resolver.Interface, set ...func(*Options)) *Reconciler {
 	e.t.Helper()
-	base := []Option{
-		WithLogger(slog.New(slog.NewTextHandler(e.logs, nil))),
-		WithPollInterval(time.Millisecond),
-		WithRolloutTimeout(2 * time.Second),
-		WithRequestTimeout(5 * time.Second),
-		WithClock(func() time.Time { return time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC) }),
+	o := DefaultOptions()
+	o.Logger = slog.New(slog.NewTextHandler(e.logs, nil))
+	o.PollInterval, o.RolloutTimeout, o.RequestTimeout = time.Millisecond, 2*time.Second, 5*time.Second
+	o.Now = func() time.Time { return time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC) }
+	for _, s := range set {
+		s(&o)
 	}
-	r, err := New(e.client, res, append(append(base, e.opts...), opts...)...)
+	r, err := New(e.client, res, o)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return r
 }
 
+// options is DefaultOptions adjusted by set.
+func options(set func(*Options)) Options {
+	o := DefaultOptions()
+	set(&o)
+	return o
+}
+
 // tick runs one tick with a fresh resolver and clears the recorded actions
 // and registry requests first.
-func (e *env) tick(f *File, opts ...Option) (*Result, error) {
+func (e *env) tick(f *File, set ...func(*Options)) (*Result, error) {
 	e.t.Helper()
 	e.client.ClearActions()
 	e.reg.Reset()
-	return e.reconciler(e.resolver(), opts...).Tick(context.Background(), f)
+	return e.reconciler(e.resolver(), set...).Tick(context.Background(), f)
 }
 
 func (e *env) setStuck(name string, stuck bool) {

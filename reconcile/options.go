@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -10,162 +9,95 @@ import (
 	"github.com/chartpin/chartpin/signature"
 )
 
-// Option configures a Reconciler.
-type Option func(*options) error
+// Options configure a Reconciler. Start from DefaultOptions: a zero
+// RolloutTimeout, RequestTimeout, PollInterval or MaxAttempts is refused,
+// since 0 is also what a command line passes on purpose.
+type Options struct {
+	// DryRun decides without writing anything to the cluster.
+	DryRun bool
+	// RolloutTimeout bounds the wait for each re-imaged workload.
+	RolloutTimeout time.Duration
+	// RequestTimeout bounds every API request.
+	RequestTimeout time.Duration
+	// PollInterval is how often a rollout wait reads the workload.
+	PollInterval time.Duration
+	// MaxSkips fails the tick once a workload has been skipped (mid-rollout
+	// or not Ready) on more than this many ticks in a row.
+	MaxSkips int
+	// MaxAttempts locks a workload out after this many re-images without a
+	// completed rollout.
+	MaxAttempts int
+	// Spread waits this long before the tick's first request (see
+	// SpreadDelay), so that a fleet's ticks spread over the schedule period.
+	Spread time.Duration
+	// PullSecrets is filled, at the start of each tick, from the Secrets the
+	// targets file names; it must also be the resolver's keychain.
+	PullSecrets *PullSecrets
+	// Signatures checks each target's verify: policy before a re-image;
+	// without it a target with verify: is refused.
+	Signatures *signature.Checker
+	// Instance names this reconcile in Events, e.g. the pod name (default
+	// chartpin-reconcile).
+	Instance string
+	// Now is the clock for Event timestamps (default time.Now).
+	Now func() time.Time
+	// Logger logs every request and decision (default: discard).
+	Logger *slog.Logger
 
-type options struct {
-	logger         *slog.Logger
-	dryRun         bool
-	rolloutTimeout time.Duration
-	requestTimeout time.Duration
-	pollInterval   time.Duration
-	maxSkips       int
-	maxAttempts    int
-	now            func() time.Time
-	instance       string
-	pullSecrets    *PullSecrets
-	spread         time.Duration
-	sleep          func(context.Context, time.Duration) error
-	signatures     *signature.Checker
+	// sleep replaces the spread wait (tests, the fleet simulation).
+	sleep func(context.Context, time.Duration) error
 }
 
-func makeOptions(opts ...Option) (options, error) {
-	o := options{
-		logger:         slog.New(slog.DiscardHandler),
-		rolloutTimeout: 10 * time.Minute,
-		requestTimeout: 30 * time.Second,
-		pollInterval:   2 * time.Second,
-		maxSkips:       4,
-		maxAttempts:    3,
-		now:            time.Now,
-		instance:       "chartpin-reconcile",
-		sleep:          sleep,
-	}
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return o, err
-		}
-	}
-	return o, nil
-}
-
-// WithLogger logs every request and decision (default: discard).
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error {
-		if l != nil {
-			o.logger = l
-		}
-		return nil
-	}
-}
-
-// WithDryRun decides without writing anything to the cluster.
-func WithDryRun(on bool) Option { return func(o *options) error { o.dryRun = on; return nil } }
-
-// WithRolloutTimeout bounds the wait for each re-imaged workload (default 10m).
-func WithRolloutTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("rollout timeout %s: want more than zero", d)
-		}
-		o.rolloutTimeout = d
-		return nil
+// DefaultOptions are the options a command line starts from: 10m rollouts,
+// 30s requests, a 2s poll, 4 skips and 3 attempts.
+func DefaultOptions() Options {
+	return Options{
+		RolloutTimeout: 10 * time.Minute,
+		RequestTimeout: 30 * time.Second,
+		PollInterval:   2 * time.Second,
+		MaxSkips:       4,
+		MaxAttempts:    3,
 	}
 }
 
-// WithRequestTimeout bounds every API request (default 30s).
-func WithRequestTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("request timeout %s: want more than zero", d)
-		}
-		o.requestTimeout = d
-		return nil
+// Validate checks the options by themselves; errors name option fields.
+func (o Options) Validate() error {
+	var err error
+	switch {
+	case o.RolloutTimeout <= 0:
+		err = failure.Optionf("{{RolloutTimeout}} %s: want more than zero", o.RolloutTimeout)
+	case o.RequestTimeout <= 0:
+		err = failure.Optionf("{{RequestTimeout}} %s: want more than zero", o.RequestTimeout)
+	case o.PollInterval <= 0:
+		err = failure.Optionf("{{PollInterval}} %s: want more than zero", o.PollInterval)
+	case o.MaxSkips < 0:
+		err = failure.Optionf("{{MaxSkips}} %d: want 0 or more", o.MaxSkips)
+	case o.MaxAttempts < 1:
+		err = failure.Optionf("{{MaxAttempts}} %d: want at least 1", o.MaxAttempts)
+	case o.Spread < 0:
+		err = failure.Optionf("{{Spread}} %s: want 0 or more", o.Spread)
 	}
-}
-
-// WithPollInterval is how often a rollout wait reads the workload (default 2s).
-func WithPollInterval(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("poll interval %s: want more than zero", d)
-		}
-		o.pollInterval = d
-		return nil
+	if err != nil {
+		return failure.Input(err)
 	}
+	return nil
 }
 
-// WithMaxSkips fails the tick once a workload has been skipped (mid-rollout or
-// not Ready) on more than n ticks in a row (default 4).
-func WithMaxSkips(n int) Option {
-	return func(o *options) error {
-		if n < 0 {
-			return fmt.Errorf("max skips %d: want 0 or more", n)
-		}
-		o.maxSkips = n
-		return nil
+// withDefaults fills what may be left empty.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
-}
-
-// WithMaxAttempts locks a workload out after n re-images without a completed
-// rollout (default 3).
-func WithMaxAttempts(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("max attempts %d: want at least 1", n)
-		}
-		o.maxAttempts = n
-		return nil
+	if o.Now == nil {
+		o.Now = time.Now
 	}
-}
-
-// WithClock sets the clock used for Event timestamps (tests).
-func WithClock(now func() time.Time) Option {
-	return func(o *options) error {
-		if now != nil {
-			o.now = now
-		}
-		return nil
+	if o.Instance == "" {
+		o.Instance = "chartpin-reconcile"
 	}
-}
-
-// WithInstance names this reconcile in Events (e.g. the pod name).
-func WithInstance(name string) Option {
-	return func(o *options) error {
-		if name != "" {
-			o.instance = name
-		}
-		return nil
+	if o.sleep == nil {
+		o.sleep = sleep
 	}
-}
-
-// WithPullSecrets fills kc, at the start of each tick, from the Secrets the
-// targets file names; kc must also be the resolver's keychain.
-func WithPullSecrets(kc *PullSecrets) Option {
-	return func(o *options) error { o.pullSecrets = kc; return nil }
-}
-
-// WithSpread waits d before the tick's first request (see SpreadDelay), so
-// that a fleet's ticks spread over the schedule period.
-func WithSpread(d time.Duration) Option {
-	return func(o *options) error {
-		if d < 0 {
-			return fmt.Errorf("spread delay %s: want 0 or more", d)
-		}
-		o.spread = d
-		return nil
-	}
-}
-
-// WithSignatures checks each target's verify: policy through c before a
-// re-image; without it a target with verify: is refused.
-func WithSignatures(c *signature.Checker) Option {
-	return func(o *options) error { o.signatures = c; return nil }
-}
-
-// withSleep replaces the spread wait (tests, the fleet simulation).
-func withSleep(fn func(context.Context, time.Duration) error) Option {
-	return func(o *options) error { o.sleep = fn; return nil }
+	return o
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

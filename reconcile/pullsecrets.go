@@ -78,17 +78,17 @@ func (p *PullSecrets) set(entries []pullEntry) {
 // chart names explicitly must exist; a workload's pull secret that does not
 // is skipped, as the kubelet skips it. Any other error fails the tick.
 func (r *Reconciler) loadPullSecrets(ctx context.Context, f *File) error {
-	if r.o.pullSecrets == nil || len(f.PullSecrets) == 0 {
+	if r.o.PullSecrets == nil || len(f.PullSecrets) == 0 {
 		return nil
 	}
 	var entries []pullEntry
 	for _, ref := range f.PullSecrets {
-		rctx, cancel := context.WithTimeout(ctx, r.o.requestTimeout)
+		rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
 		s, err := r.client.CoreV1().Secrets(ref.Namespace).Get(rctx, ref.Name, metav1.GetOptions{})
 		cancel()
 		switch {
 		case apierrors.IsNotFound(err) && ref.Optional:
-			r.o.logger.Warn("pull secret not found; skipped, as the kubelet skips it", "secret", ref.Namespace+"/"+ref.Name)
+			r.o.Logger.Warn("pull secret not found; skipped, as the kubelet skips it", "secret", ref.Namespace+"/"+ref.Name)
 			continue
 		case err != nil:
 			return fmt.Errorf("%s: reading pull secret %s/%s: %w; nothing was changed: create the Secret, or check the reconcile Role grants get on it", f.Path, ref.Namespace, ref.Name, err)
@@ -99,7 +99,7 @@ func (r *Reconciler) loadPullSecrets(ctx context.Context, f *File) error {
 		}
 		entries = append(entries, e...)
 	}
-	r.o.pullSecrets.set(entries)
+	r.o.PullSecrets.set(entries)
 	return nil
 }
 

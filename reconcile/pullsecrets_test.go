@@ -127,7 +127,7 @@ func (e *env) authTick(reg *registrytest.Registry, f *File) (*Result, error) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return e.reconciler(res, WithPullSecrets(kc)).Tick(context.Background(), f)
+	return e.reconciler(res, func(o *Options) { o.PullSecrets = kc }).Tick(context.Background(), f)
 }
 
 func TestPullSecretCredentialsMoveTheWorkload(t *testing.T) {

@@ -82,19 +82,18 @@ type Result struct {
 type Reconciler struct {
 	client kubernetes.Interface
 	res    resolver.Interface
-	o      options
+	o      Options
 }
 
 // New returns a Reconciler; client and res are required.
-func New(client kubernetes.Interface, res resolver.Interface, opts ...Option) (*Reconciler, error) {
+func New(client kubernetes.Interface, res resolver.Interface, o Options) (*Reconciler, error) {
 	if client == nil || res == nil {
 		return nil, errors.New("reconcile: a Kubernetes client and a resolver are both required")
 	}
-	o, err := makeOptions(opts...)
-	if err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reconciler{client: client, res: res, o: o}, nil
+	return &Reconciler{client: client, res: res, o: o.withDefaults()}, nil
 }
 
 // plan is what one workload needs this tick.
@@ -114,10 +113,10 @@ type plan struct {
 // Tick runs one reconcile over f. Reads all happen before any write: a
 // resolve or read error returns with nothing changed.
 func (r *Reconciler) Tick(ctx context.Context, f *File) (*Result, error) {
-	if r.o.spread > 0 {
-		r.o.logger.Info("spread: waiting before the first request", "delay", r.o.spread.String())
-		if err := r.o.sleep(ctx, r.o.spread); err != nil {
-			return nil, failure.Optionf("waiting %s (spread) before the tick: %w; nothing was changed: the spread window must fit in {{Deadline}}", r.o.spread, err)
+	if r.o.Spread > 0 {
+		r.o.Logger.Info("spread: waiting before the first request", "delay", r.o.Spread.String())
+		if err := r.o.sleep(ctx, r.o.Spread); err != nil {
+			return nil, failure.Optionf("waiting %s (spread) before the tick: %w; nothing was changed: the spread window must fit in {{Deadline}}", r.o.Spread, err)
 		}
 	}
 	if err := r.loadPullSecrets(ctx, f); err != nil {
@@ -157,10 +156,10 @@ func (r *Reconciler) Tick(ctx context.Context, f *File) (*Result, error) {
 		res.Decisions = append(res.Decisions, p.dec...)
 	}
 	for _, d := range res.Decisions {
-		r.o.logger.Info("decision", "target", d.Target, "workload", d.Workload, "container", d.Container,
-			"running", strings.Join(d.Running, ","), "latest", d.Latest, "action", string(d.Action), "reason", d.Reason, "dryRun", r.o.dryRun)
+		r.o.Logger.Info("decision", "target", d.Target, "workload", d.Workload, "container", d.Container,
+			"running", strings.Join(d.Running, ","), "latest", d.Latest, "action", string(d.Action), "reason", d.Reason, "dryRun", r.o.DryRun)
 	}
-	if r.o.dryRun {
+	if r.o.DryRun {
 		for i := range res.Decisions {
 			res.Decisions[i].DryRun = true
 		}
@@ -239,7 +238,7 @@ func (r *Reconciler) read(ctx context.Context, f *File) ([]*plan, error) {
 	for _, p := range plans {
 		t := p.targets[0]
 		k := t.key()
-		rctx, cancel := context.WithTimeout(ctx, r.o.requestTimeout)
+		rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
 		w, err := getWorkload(rctx, r.client, k)
 		cancel()
 		if err != nil {
@@ -275,7 +274,7 @@ func (r *Reconciler) readPods(ctx context.Context, f *File, p *plan) error {
 	if err != nil {
 		return fmt.Errorf("%s:%d: %s selector: %w; nothing was changed", f.Path, t.Line, w.key, err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, r.o.requestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
 	defer cancel()
 	pods, err := r.client.CoreV1().Pods(w.key.namespace).List(rctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
@@ -406,7 +405,7 @@ func (r *Reconciler) decide(p *plan, byID map[string]resolver.Image, children ma
 		prefix = "not settled: " + why + "; "
 	case !need:
 		p.action = ActionNone
-	case p.attempts >= r.o.maxAttempts:
+	case p.attempts >= r.o.MaxAttempts:
 		p.action = ActionLockout
 		prefix = fmt.Sprintf("locked out after %d attempts; ", p.attempts)
 	default:

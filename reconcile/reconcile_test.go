@@ -433,7 +433,7 @@ func TestRolloutNeverCompletesCountsTheAttempt(t *testing.T) {
 	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmNew, fx.jm+"@"+fx.jmNew,
 		[]string{fx.jmOld}, []string{fx.pmNew}, []string{fx.jmNew})
 	fx.setStuck("rel-jobs-manager", true)
-	_, err := fx.tick(fx.file, WithRolloutTimeout(50*time.Millisecond))
+	_, err := fx.tick(fx.file, func(o *Options) { o.RolloutTimeout = 50 * time.Millisecond })
 	if err == nil || failure.Code(err) != 1 {
 		t.Fatalf("err %v, want exit 1", err)
 	}
@@ -543,7 +543,7 @@ func TestSkipStreak(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 2; i++ {
-		res, err := fx.tick(fx.file, WithMaxSkips(2))
+		res, err := fx.tick(fx.file, func(o *Options) { o.MaxSkips = 2 })
 		if err != nil {
 			t.Fatalf("tick %d: %v", i, err)
 		}
@@ -557,7 +557,7 @@ func TestSkipStreak(t *testing.T) {
 			t.Errorf("tick %d: a skipped workload was re-imaged: %v", i, fx.patches("rel-jobs-manager"))
 		}
 	}
-	_, err := fx.tick(fx.file, WithMaxSkips(2))
+	_, err := fx.tick(fx.file, func(o *Options) { o.MaxSkips = 2 })
 	if err == nil || failure.Code(err) != 1 {
 		t.Fatalf("third skip: err %v, want exit 1", err)
 	}
@@ -575,7 +575,7 @@ func TestSkipStreak(t *testing.T) {
 	if err := fx.client.Tracker().Update(deploymentsGVR, d, ns); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fx.tick(fx.file, WithMaxSkips(2)); err != nil {
+	if _, err := fx.tick(fx.file, func(o *Options) { o.MaxSkips = 2 }); err != nil {
 		t.Fatal(err)
 	}
 	ann := fx.deployment(ns, "rel-jobs-manager").Annotations
@@ -619,7 +619,7 @@ func TestDaemonSetAndStatefulSet(t *testing.T) {
 	e2.add(daemonSet("node-agents", "rel-resource-monitor", 3, containers("monitor", repo+"@"+old)), pod("node-agents", "rel-resource-monitor", 0, "monitor", repo+"@"+old))
 	e2.setStuck("rel-resource-monitor", true)
 	f2 := targetsFile(t, fmt.Sprintf("targets:\n  - {id: rm, kind: DaemonSet, namespace: node-agents, name: rel-resource-monitor, container: monitor, image: %q}\n", repo+":dev"))
-	if _, err := e2.tick(f2, WithRolloutTimeout(30*time.Millisecond)); err == nil || !strings.Contains(err.Error(), "0 of 3 pods updated") {
+	if _, err := e2.tick(f2, func(o *Options) { o.RolloutTimeout = 30 * time.Millisecond }); err == nil || !strings.Contains(err.Error(), "0 of 3 pods updated") {
 		t.Errorf("stuck daemonset: %v", err)
 	}
 }
@@ -628,7 +628,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	fx := newFixture(t)
 	fx.install(fx.jm+"@"+fx.jmOld, fx.pm+"@"+fx.pmOld, fx.jm+"@"+fx.jmOld,
 		[]string{fx.jmOld}, []string{fx.pmOld}, []string{fx.jmOld})
-	res, err := fx.tick(fx.file, WithDryRun(true))
+	res, err := fx.tick(fx.file, func(o *Options) { o.DryRun = true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -672,7 +672,7 @@ func TestHungRegistryAndAPIFailTheTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(client, rr, WithRequestTimeout(100*time.Millisecond))
+	r, err := New(client, rr, options(func(o *Options) { o.RequestTimeout = 100 * time.Millisecond }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,7 +683,7 @@ func TestHungRegistryAndAPIFailTheTick(t *testing.T) {
 	// The tick deadline bounds everything else.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	r2, _ := New(client, rr, WithRequestTimeout(time.Minute))
+	r2, _ := New(client, rr, options(func(o *Options) { o.RequestTimeout = time.Minute }))
 	if _, err := r2.Tick(ctx, f2); err == nil {
 		t.Error("tick deadline did not end a hung API server")
 	}

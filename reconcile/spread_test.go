@@ -50,7 +50,7 @@ func TestSpreadWaitsBeforeAnyRequest(t *testing.T) {
 		waited, before = d, len(fx.client.Actions())+len(fx.reg.Requests())
 		return nil
 	}
-	if _, err := fx.tick(fx.file, WithSpread(90*time.Second), withSleep(sleep)); err != nil {
+	if _, err := fx.tick(fx.file, func(o *Options) { o.Spread, o.sleep = 90*time.Second, sleep }); err != nil {
 		t.Fatal(err)
 	}
 	if waited != 90*time.Second || before != 0 {
@@ -61,7 +61,7 @@ func TestSpreadWaitsBeforeAnyRequest(t *testing.T) {
 	defer cancel()
 	fx.client.ClearActions()
 	fx.reg.Reset()
-	_, err := fx.reconciler(fx.resolver(), WithSpread(time.Hour)).Tick(ctx, fx.file)
+	_, err := fx.reconciler(fx.resolver(), func(o *Options) { o.Spread = time.Hour }).Tick(ctx, fx.file)
 	if err == nil || len(fx.client.Actions())+len(fx.reg.Requests()) != 0 {
 		t.Errorf("err %v, %d requests; want a deadline error and none", err, len(fx.client.Actions())+len(fx.reg.Requests()))
 	}

@@ -33,11 +33,11 @@ func (r *Reconciler) verify(ctx context.Context, f *File, plans []*plan) error {
 			if d.Action != ActionReimage || lead.Verify == nil {
 				continue
 			}
-			if r.o.signatures == nil {
+			if r.o.Signatures == nil {
 				refused = append(refused, fmt.Sprintf("container %s: %s: %v: verify: needs the registry to read its signature", t.Container, d.Image, signature.ErrUnsigned))
 				continue
 			}
-			_, err := r.o.signatures.Check(ctx, lead.Verify.policy, repository(d.Image), d.Latest)
+			_, err := r.o.Signatures.Check(ctx, lead.Verify.policy, repository(d.Image), d.Latest)
 			switch {
 			case errors.Is(err, signature.ErrUnsigned):
 				refused = append(refused, fmt.Sprintf("container %s: %v", t.Container, err))

@@ -70,7 +70,9 @@ func TestVerifyOnRealAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := New(client, res, WithSignatures(signature.NewChecker(res)), WithPollInterval(20*time.Millisecond), WithRolloutTimeout(30*time.Second))
+		r, err := New(client, res, options(func(o *Options) {
+			o.Signatures, o.PollInterval, o.RolloutTimeout = signature.NewChecker(res), 20*time.Millisecond, 30*time.Second
+		}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -93,20 +93,14 @@ func runReconcile(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := reconcile.New(client, res,
-		reconcile.WithPullSecrets(pull),
-		reconcile.WithSpread(delay),
-		reconcile.WithLogger(logger(c)),
-		reconcile.WithDryRun(c.Bool("dry-run")),
-		reconcile.WithRolloutTimeout(rollout),
-		reconcile.WithRequestTimeout(c.Duration("request-timeout")),
-		reconcile.WithMaxSkips(c.Int("max-skips")),
-		reconcile.WithMaxAttempts(c.Int("max-attempts")),
-		reconcile.WithInstance(os.Getenv("HOSTNAME")),
-		reconcile.WithSignatures(res.Signatures()),
-	)
+	o := reconcile.DefaultOptions()
+	o.PullSecrets, o.Spread, o.Logger, o.DryRun = pull, delay, logger(c), c.Bool("dry-run")
+	o.RolloutTimeout, o.RequestTimeout = rollout, c.Duration("request-timeout")
+	o.MaxSkips, o.MaxAttempts = c.Int("max-skips"), c.Int("max-attempts")
+	o.Instance, o.Signatures = os.Getenv("HOSTNAME"), res.Signatures()
+	r, err := reconcile.New(client, res, o)
 	if err != nil {
-		return usage("%w", err)
+		return err
 	}
 	// The tick's own budget: the global --timeout (5m) would undercut the rollout wait.
 	ctx, cancel := context.WithTimeout(c.Context, deadline)
