@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/chartpin/chartpin/resolver"
@@ -69,4 +71,86 @@ func BenchmarkPlanKubePrometheusStack20(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// heldCopies is how many copies of one chart BenchmarkPlanHeldMemory plans in one run.
+const heldCopies = 64
+
+// BenchmarkPlanHeldMemory plans one run over heldCopies copies of
+// kube-prometheus-stack (the largest corpus values.yaml) and reports the
+// live heap per chart while the plan is held: once every chart is loaded
+// (at the first registry lookup) and again once the plan is returned,
+// before any apply. heap-B/chart is the larger growth over the heap before
+// the run, per chart; x-files is that over the size of a chart's files. A
+// planned chart should keep its bytes and its splices, not its parse trees.
+func BenchmarkPlanHeldMemory(b *testing.B) {
+	orig := filepath.Join("testdata", "kube-prometheus-stack")
+	lockData, err := os.ReadFile(filepath.Join(orig, "digests.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lock, err := resolver.ParseLock("digests.yaml", lockData)
+	if err != nil {
+		b.Fatal(err)
+	}
+	root := b.TempDir()
+	var dirs []string
+	fileBytes := 0
+	for i := range heldCopies {
+		dir := filepath.Join(root, fmt.Sprintf("chart%03d", i))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		fileBytes = 0
+		for _, name := range []string{"Chart.yaml", "values.yaml"} {
+			data, err := os.ReadFile(filepath.Join(orig, "original", name))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			fileBytes += len(data)
+		}
+		dirs = append(dirs, dir)
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse
+	}
+	var worst uint64
+	for b.Loop() {
+		r := &measuring{Interface: resolver.NewOffline(lock), heap: heap}
+		base := heap()
+		res, err := Plan(context.Background(), Options{ChartDirs: dirs, Resolver: r})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Charts) != heldCopies || !res.Changed() || r.loaded == 0 {
+			b.Fatalf("planned %d charts (changed %v, measured %d); want %d that move", len(res.Charts), res.Changed(), r.loaded, heldCopies)
+		}
+		held := max(r.loaded, heap())
+		runtime.KeepAlive(res)
+		if held > base {
+			worst = max(worst, held-base)
+		}
+	}
+	perChart := float64(worst) / heldCopies
+	b.ReportMetric(perChart, "heap-B/chart")
+	b.ReportMetric(perChart/float64(fileBytes), "x-files")
+}
+
+// measuring takes the heap at the first lookup, when every chart of the run is loaded.
+type measuring struct {
+	resolver.Interface
+	heap   func() uint64
+	once   sync.Once
+	loaded uint64
+}
+
+func (m *measuring) Resolve(ctx context.Context, ref string) (resolver.Image, error) {
+	m.once.Do(func() { m.loaded = m.heap() })
+	return m.Interface.Resolve(ctx, ref)
 }

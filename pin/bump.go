@@ -34,7 +34,11 @@ func (c *chart) checkBump(opts Options) error {
 	if strings.HasPrefix(o.AppVersionPolicy, chartbump.PolicyFrom) {
 		o.AppVersionPolicy = chartbump.PolicyKeep
 	}
-	_, err := chartbump.Plan(c.meta, o)
+	meta, err := chartbump.Parse(c.files.ChartPath, c.files.Chart)
+	if err != nil {
+		return err
+	}
+	_, err = chartbump.Plan(meta, o)
 	return err
 }
 
@@ -63,29 +67,27 @@ func (c *chart) bump(opts Options, files []FileChange) ([]FileChange, error) {
 		return nil, err
 	}
 	idx := -1
-	current := c.chartData
+	current := c.files.Chart
 	for i, f := range files {
-		if f.Path == c.meta.Path {
+		if f.Path == c.files.ChartPath {
 			idx, current = i, f.After
 		}
 	}
-	meta := c.meta
-	if idx >= 0 {
-		if meta, err = chartbump.Parse(c.meta.Path, current); err != nil {
-			return nil, err
-		}
+	meta, err := chartbump.Parse(c.files.ChartPath, current)
+	if err != nil {
+		return nil, err
 	}
 	ch, err := chartbump.Plan(meta, c.bumpOptions(opts, from))
 	if err != nil {
 		return nil, err
 	}
 	c.res.NewVersion, c.res.NewAppVersion = ch.NewVersion, ch.NewAppVersion
-	if bytes.Equal(ch.After, c.chartData) {
+	if bytes.Equal(ch.After, c.files.Chart) {
 		return files, nil
 	}
 	if idx >= 0 {
 		files[idx].After = ch.After
 		return files, nil
 	}
-	return append(files, FileChange{Path: c.meta.Path, Before: c.chartData, After: ch.After}), nil
+	return append(files, FileChange{Path: c.files.ChartPath, Before: c.files.Chart, After: ch.After}), nil
 }

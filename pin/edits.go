@@ -16,6 +16,10 @@ import (
 // edits computes the chart's pin and tag edits, the copies of old digests,
 // and the version bump, and returns the files that change.
 func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
+	if err := c.reparse(); err != nil {
+		return nil, err
+	}
+	defer c.drop()
 	var edits []yamledit.Edit
 	moved := map[string]bool{} // image blocks with a moving pin
 	for _, s := range c.pins {

@@ -154,17 +154,20 @@ func (r *Result) Changed() bool { return len(r.files) > 0 && !r.Refused() }
 // Files returns every file the run writes, in a stable order.
 func (r *Result) Files() []FileChange { return append([]FileChange(nil), r.files...) }
 
-// chart is one chart's work in progress.
+// chart is one chart's work in progress. Between its load and its edits a
+// chart keeps the bytes of its files, not their parse trees: a run over many
+// large charts holds one chart's trees at a time.
 type chart struct {
-	dir       string
-	meta      *chartbump.Chart
-	chartData []byte // Chart.yaml as read
-	cfg       *config.Chart
-	values    *yamledit.File
-	root      *yaml.Node
-	pins      []*state
-	skips     []Skip
-	res       ChartResult
+	dir   string
+	files *chartfile.Loaded // Chart.yaml and values.yaml as read
+	cfg   *config.Chart
+	// values and root are values.yaml parsed, set only while the chart is
+	// loaded or edited (parse, drop).
+	values *yamledit.File
+	root   *yaml.Node
+	pins   []*state
+	skips  []Skip
+	res    ChartResult
 }
 
 // state is one pin's resolution.
@@ -172,6 +175,7 @@ type state struct {
 	discover.Pin
 	cfg       *config.Chart // the configuration it came from (nil: discovered)
 	oldTag    string        // the tag before --set-tag
+	hasTag    bool          // the pin has a tag scalar (TagNode, which drop clears)
 	tagMoved  bool
 	useTag    string // tag whose digest is pinned (versions: the highest in range)
 	ref       string // repository:useTag
@@ -347,34 +351,29 @@ func Lock(ctx context.Context, opts Options) (unlock func(), notes []string, err
 	return unlock, notes, nil
 }
 
+// load reads the chart's files, checks Chart.yaml and finds the pins; the
+// parse trees are dropped again (drop).
 func (c *chart) load() error {
 	files, err := chartfile.Load(c.dir)
 	if err != nil {
 		return err
 	}
+	c.files = files
 	meta, err := chartbump.Parse(files.ChartPath, files.Chart)
 	if err != nil {
 		return err
 	}
-	c.meta, c.chartData = meta, files.Chart
 	c.res = ChartResult{Dir: c.dir, Name: meta.Name, OldVersion: meta.Version.Value, NewVersion: meta.Version.Value}
 	if meta.AppVersion != nil {
 		c.res.OldAppVersion, c.res.NewAppVersion = meta.AppVersion.Value, meta.AppVersion.Value
 	}
-	name, data := files.ValuesPath, files.Values
-	c.values, err = yamledit.Parse(name, data)
+	pins, err := c.parse()
 	if err != nil {
 		return err
 	}
-	if c.root, err = discover.Values(c.values); err != nil {
-		return err
-	}
-	pins, err := discover.Find(name, c.root, c.cfg)
-	if err != nil {
-		return err
-	}
+	defer c.drop()
 	for _, p := range pins {
-		s := &state{Pin: p, oldTag: p.Tag, cfg: c.cfg}
+		s := &state{Pin: p, oldTag: p.Tag, hasTag: p.TagNode != nil, cfg: c.cfg}
 		if p.Hold != "" {
 			// Held: no request, no move; followers take the digest it keeps.
 			s.held, s.newDigest, s.img = "hold: "+p.Hold, p.Digest, resolver.Image{Digest: p.Digest}
@@ -383,6 +382,52 @@ func (c *chart) load() error {
 		c.pins = append(c.pins, s)
 	}
 	return nil
+}
+
+// parse parses values.yaml and finds its pins (in the new trees).
+func (c *chart) parse() ([]discover.Pin, error) {
+	f, err := yamledit.Parse(c.files.ValuesPath, c.files.Values)
+	if err != nil {
+		return nil, err
+	}
+	root, err := discover.Values(f)
+	if err != nil {
+		return nil, err
+	}
+	pins, err := discover.Find(f.Name, root, c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.values, c.root = f, root
+	return pins, nil
+}
+
+// reparse parses values.yaml again for the edits and gives every pin its
+// nodes in the new trees; the same bytes find the same pins.
+func (c *chart) reparse() error {
+	pins, err := c.parse()
+	if err != nil {
+		return err
+	}
+	if len(pins) != len(c.pins) {
+		return fmt.Errorf("%s: found %d pins, then %d in the same bytes", c.files.ValuesPath, len(c.pins), len(pins))
+	}
+	for i, p := range pins {
+		s := c.pins[i]
+		if p.Path != s.Path {
+			return fmt.Errorf("%s: found pin %s, then %s in the same bytes", c.files.ValuesPath, s.Path, p.Path)
+		}
+		s.Node, s.TagNode, s.Via = p.Node, p.TagNode, p.Via
+	}
+	return nil
+}
+
+// drop lets go of the parse trees, the pins' nodes included.
+func (c *chart) drop() {
+	c.values, c.root = nil, nil
+	for _, s := range c.pins {
+		s.Node, s.TagNode, s.Via = nil, nil, nil
+	}
 }
 
 var tagRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
@@ -405,7 +450,7 @@ func setTags(charts []*chart, tags map[string]string) error {
 				if s.At != path || s.Follows != "" {
 					continue
 				}
-				if s.TagNode == nil {
+				if !s.hasTag {
 					return failure.Input(failure.Optionf("{{SetTags}} %s=%s: %s has no tag key to move (%s)", path, tag, s.Where(), s.Problem))
 				}
 				if s.Hold != "" {
@@ -422,7 +467,7 @@ func setTags(charts []*chart, tags map[string]string) error {
 			var known []string
 			for _, c := range charts {
 				for _, s := range c.pins {
-					if s.Follows == "" && s.TagNode != nil {
+					if s.Follows == "" && s.hasTag {
 						known = append(known, s.At)
 					}
 				}
