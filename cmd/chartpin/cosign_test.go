@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,20 +43,44 @@ func fixtureDigest(t *testing.T) string {
 	return ""
 }
 
-// onlyReferrer is the one manifest the fixture's referrers index lists.
-func onlyReferrer(t *testing.T, index string) string {
+// layoutJSON decodes the fixture blob named by digest into v.
+func layoutJSON(t *testing.T, digest string, v any) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(cosignFixture, "layout", "blobs", "sha256", strings.TrimPrefix(index, "sha256:")))
+	data, err := os.ReadFile(filepath.Join(cosignFixture, "layout", "blobs", "sha256", strings.TrimPrefix(digest, "sha256:")))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v\n%s", digest, err, data)
+	}
+}
+
+// payloadOf is the digest of the signed payload of a signature manifest.
+func payloadOf(t *testing.T, manifest string) string {
+	t.Helper()
+	var m struct {
+		Layers []struct {
+			Digest string `json:"digest"`
+		} `json:"layers"`
+	}
+	layoutJSON(t, manifest, &m)
+	if len(m.Layers) != 1 {
+		t.Fatalf("signature manifest %s has %d layers, want 1", manifest, len(m.Layers))
+	}
+	return m.Layers[0].Digest
+}
+
+// onlyReferrer is the one manifest the fixture's referrers index lists.
+func onlyReferrer(t *testing.T, index string) string {
+	t.Helper()
 	var idx struct {
 		Manifests []struct {
 			Digest string `json:"digest"`
 		} `json:"manifests"`
 	}
-	if err := json.Unmarshal(data, &idx); err != nil || len(idx.Manifests) != 1 {
-		t.Fatalf("referrers index %s: %v\n%s", index, err, data)
+	layoutJSON(t, index, &idx)
+	if len(idx.Manifests) != 1 {
+		t.Fatalf("referrers index %s lists %d manifests, want 1", index, len(idx.Manifests))
 	}
 	return idx.Manifests[0].Digest
 }
@@ -83,8 +108,9 @@ func cosignChart(t *testing.T, host string) string {
 
 // pin and drift accept the signatures the cosign CLI makes, at the .sig tag
 // and as an OCI 1.1 referrer (docker-registry has no referrers API: the
-// referrers tag), and refuse the same image once its signature is gone: pin
-// exits 1 with the image and the reason named and no file touched; drift
+// referrers tag), with one signature lookup; pin refuses another image
+// carrying that signature, and the same image once its signature is gone
+// (exit 1, the image and the reason named, no file touched), where drift
 // reports the pinned digest UNSIGNED.
 func TestCosignCLISignature(t *testing.T) {
 	digest := fixtureDigest(t)
@@ -95,17 +121,38 @@ func TestCosignCLISignature(t *testing.T) {
 		tags []string
 		// signature picks the digest of the signature manifest out of what was pushed.
 		signature func(pushed map[string]string) string
+		// lookups are the signature reads before the payload's: one
+		// manifest for the .sig tag; the absent tag, then the referrers
+		// (404: the fallback tag) for a referrer.
+		lookups func(signature string) []string
 	}{
-		{"sig tag", []string{"1.0", tag + ".sig"}, func(pushed map[string]string) string { return pushed[tag+".sig"] }},
-		{"referrer", []string{"1.0", tag}, func(pushed map[string]string) string { return onlyReferrer(t, pushed[tag]) }},
+		{"sig tag", []string{"1.0", tag + ".sig"}, func(pushed map[string]string) string { return pushed[tag+".sig"] },
+			func(string) []string { return []string{"GET /v2/team/app/manifests/" + tag + ".sig"} }},
+		{"referrer", []string{"1.0", tag}, func(pushed map[string]string) string { return onlyReferrer(t, pushed[tag]) },
+			func(sig string) []string {
+				return []string{"GET /v2/team/app/manifests/" + tag + ".sig", "GET /v2/team/app/referrers/" + digest,
+					"GET /v2/team/app/manifests/" + tag, "GET /v2/team/app/manifests/" + sig}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := registrytest.StartDistribution(t, registrytest.DistributionOptions{})
 			pushed := reg.PushLayout(t, layout, "team/app", tc.tags...)
-			dir := cosignChart(t, reg.Host)
-			out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--output", "json", "--config", filepath.Join(dir, "chartpin.yaml"))
+			proxy := registrytest.NewProxy(t, reg.Host) // counts what pin asks the registry
+			dir := cosignChart(t, proxy.Host)
+			out, errOut, code := runCLI(t, "--insecure-registry", proxy.Host, "pin", "--output", "json", "--config", filepath.Join(dir, "chartpin.yaml"))
 			if code != 0 {
 				t.Fatalf("exit %d\n%s%s", code, out, errOut)
+			}
+			// One signature lookup for the new digest, after resolving the tag.
+			sig := tc.signature(pushed)
+			want := append([]string{"GET /v2/", "HEAD /v2/team/app/manifests/1.0", "GET /v2/team/app/manifests/" + digest},
+				append(tc.lookups(sig), "GET /v2/team/app/blobs/"+payloadOf(t, sig))...)
+			var got []string
+			for _, q := range proxy.Requests() {
+				got = append(got, q.Method+" "+q.Path)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("pin asked the registry\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 			if got, _ := os.ReadFile(filepath.Join(dir, "values.yaml")); !strings.Contains(string(got), "digest: \""+digest+"\"") {
 				t.Errorf("values.yaml after the pin:\n%s", got)
@@ -125,17 +172,38 @@ func TestCosignCLISignature(t *testing.T) {
 				t.Fatalf("want one pin:\n%s", out)
 			}
 			p := res.Charts[0].Pins[0]
-			if want := tc.signature(pushed); p.NewDigest != digest || p.Signature != want {
-				t.Errorf("pin %+v: want %s verified by signature %s", p, digest, want)
+			if p.NewDigest != digest || p.Signature != sig {
+				t.Errorf("pin %+v: want %s verified by signature %s", p, digest, sig)
 			}
 
-			code, out = runCheck(t, "--insecure-registry", reg.Host, "drift", "--config", filepath.Join(dir, "chartpin.yaml"))
+			code, out = runCheck(t, "--insecure-registry", proxy.Host, "drift", "--config", filepath.Join(dir, "chartpin.yaml"))
 			wantExit(t, code, 0, out)
 			if !strings.Contains(out, "\nok  ") || strings.Contains(out, "UNSIGNED") {
 				t.Errorf("drift of the signed pin:\n%s", out)
 			}
 		})
 	}
+
+	// cosign's signature copied to another image's .sig tag: the payload
+	// names the digest it signed, not this one.
+	t.Run("signature of another image", func(t *testing.T) {
+		reg := registrytest.StartDistribution(t, registrytest.DistributionOptions{})
+		pushed := reg.PushLayout(t, layout, "team/app", tag+".sig")
+		other := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
+		reg.Tag(t, "team/app", pushed[tag+".sig"], strings.Replace(other, ":", "-", 1)+".sig")
+		dir := cosignChart(t, reg.Host)
+		before := hashDir(t, dir)
+		_, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--config", filepath.Join(dir, "chartpin.yaml"))
+		if code != 1 {
+			t.Errorf("exit %d, want 1; stderr:\n%s", code, errOut)
+		}
+		if want := "refusing to pin " + other + ": no valid signature"; !strings.Contains(errOut, want) || !strings.Contains(errOut, "signed payload names "+digest+", not this digest") {
+			t.Errorf("stderr does not say %q and that the payload names %s:\n%s", want, digest, errOut)
+		}
+		if after := hashDir(t, dir); !maps.Equal(before, after) {
+			t.Errorf("a refused pin changed files:\nbefore %v\nafter  %v", before, after)
+		}
+	})
 
 	t.Run("signature removed", func(t *testing.T) {
 		reg := registrytest.StartDistribution(t, registrytest.DistributionOptions{})
