@@ -39,6 +39,9 @@ type target struct {
 	Container string `json:"container"`
 	Image     string `json:"image,omitempty"`
 	Follows   string `json:"follows,omitempty"`
+	Verify    *struct {
+		Key string `json:"key"`
+	} `json:"verify,omitempty"`
 }
 
 // container is one container of one rendered pod template.

@@ -72,7 +72,8 @@ chartpin.lib.plan: every declared workload with its effective reference, the
 reconcile targets, and whether the reconcile runs, as YAML
 {entries, targets, active, mirror, namespaces, upgrade}.
 A target is an enabled, unpinned container. A follower whose leader is itself
-a target follows it (same digest, same tick); otherwise it carries its image.
+a target follows it (same digest, same tick); otherwise it carries its image
+and that image's verify key (the followed image's when it runs that one).
 */}}
 {{- define "chartpin.lib.plan" -}}
 {{- $root := . -}}
@@ -81,7 +82,7 @@ a target follows it (same digest, same tick); otherwise it carries its image.
 {{- range $w := $cfg.workloads | default list -}}
 {{- $on := or (not (hasKey $w "enabled")) (eq (toString $w.enabled) "true") -}}
 {{- $r := include "chartpin.lib.resolve" (dict "root" $root "image" $w.image "follows" ($w.follows | default "")) | fromYaml -}}
-{{- $entries = append $entries (dict "id" $w.id "kind" $w.kind "namespace" (toString $w.namespace) "name" (toString $w.name) "container" (toString $w.container) "image" $w.image "follows" ($w.follows | default "") "enabled" $on "pinned" $r.pinned "ref" $r.ref) -}}
+{{- $entries = append $entries (dict "id" $w.id "kind" $w.kind "namespace" (toString $w.namespace) "name" (toString $w.name) "container" (toString $w.container) "image" $w.image "follows" ($w.follows | default "") "enabled" $on "pinned" $r.pinned "ref" $r.ref "verify" ($r.verify | default "")) -}}
 {{- end -}}
 {{- $targets := list -}}
 {{- $namespaces := list $root.Release.Namespace -}}
@@ -103,6 +104,7 @@ a target follows it (same digest, same tick); otherwise it carries its image.
 {{- $_ := set $t "follows" $leader -}}
 {{- else -}}
 {{- $_ := set $t "image" $e.ref -}}
+{{- with $e.verify -}}{{- $_ := set $t "verify" . -}}{{- end -}}
 {{- end -}}
 {{- $targets = append $targets $t -}}
 {{- end -}}

@@ -106,6 +106,15 @@ false) > tag (tag, else channelTags[env]). Args: root, path.
 {{- $pin = $prodDigest -}}
 {{- $by = "prodDigest" -}}
 {{- end -}}
+{{- $verify := "" -}}
+{{- if and (hasKey $b "verify") (not (kindIs "invalid" $b.verify)) -}}
+{{- $key := "" -}}
+{{- if kindIs "map" $b.verify -}}{{- $key = toString ($b.verify.key | default "") -}}{{- end -}}
+{{- if not (regexMatch "-----BEGIN [A-Z ]*PUBLIC KEY-----" $key) -}}
+{{- fail (printf "chartpin: %s.verify needs key: the PEM public key itself (the contents of cosign.pub), not a path" $path) -}}
+{{- end -}}
+{{- $verify = $key -}}
+{{- end -}}
 {{- $tag := toString ($b.tag | default "") -}}
 {{- if not $tag -}}
 {{- $tag = toString (index ($b.channelTags | default dict) $env | default "") -}}
@@ -114,9 +123,9 @@ false) > tag (tag, else channelTags[env]). Args: root, path.
 {{- fail (printf "chartpin: %s uses the tag \"latest\"; use a version or channel tag (channelTags.%s) so the reference says which release it follows" $path $env) -}}
 {{- end -}}
 {{- if $pin -}}
-{{- dict "ref" (printf "%s@%s" $repo $pin) "pinned" true "by" $by | toYaml -}}
+{{- dict "ref" (printf "%s@%s" $repo $pin) "pinned" true "by" $by "verify" $verify | toYaml -}}
 {{- else if $tag -}}
-{{- dict "ref" (printf "%s:%s" $repo $tag) "pinned" false "by" $by | toYaml -}}
+{{- dict "ref" (printf "%s:%s" $repo $tag) "pinned" false "by" $by "verify" $verify | toYaml -}}
 {{- else -}}
 {{- fail (printf "chartpin: %s has no digest, no tag and no channelTags.%s; set one of them" $path $env) -}}
 {{- end -}}
@@ -144,7 +153,7 @@ Args: root and id, or root, image and optional follows.
 {{- toYaml $own -}}
 {{- else -}}
 {{- $leader := include "chartpin.lib.resolveBlock" (dict "root" .root "path" $follows) | fromYaml -}}
-{{- dict "ref" $leader.ref "pinned" $leader.pinned "by" (printf "follows %s (%s)" $follows $leader.by) | toYaml -}}
+{{- dict "ref" $leader.ref "pinned" $leader.pinned "by" (printf "follows %s (%s)" $follows $leader.by) "verify" $leader.verify | toYaml -}}
 {{- end -}}
 {{- end -}}
 

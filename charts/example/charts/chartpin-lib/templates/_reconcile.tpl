@@ -222,6 +222,12 @@ targets:
     follows: {{ .follows | quote }}
     {{- else }}
     image: {{ .image | quote }}
+    {{- with .verify }}
+    # a new digest is rolled out only when a signature by this key verifies
+    verify:
+      key: |
+        {{- . | trim | nindent 8 }}
+    {{- end }}
     {{- end }}
 {{- end }}
 {{- end -}}
