@@ -247,19 +247,12 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 	old["library/postgres"] = reg.PushIndex(t, "library/postgres", "17", "linux/amd64")
 	// Pods run the previous build (a tag pulls it); every workload is settled.
 	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns, agentsNs}, Pull: func(image string) (string, error) {
-		if _, d, ok := strings.Cut(image, "@"); ok {
-			return d, nil // pulled by digest
-		}
 		if d, ok := old[strings.TrimPrefix(repository(image), "docker.io/")]; ok {
 			return d, nil
 		}
 		return "", fmt.Errorf("image %s: not in the registry", image)
 	}}
-	if err := ctl.Settle(ctx); err != nil {
-		t.Fatal(err)
-	}
-	stop := ctl.Run()
-	defer stop()
+	ctl.Start(t, ctx)
 
 	api := srv.Proxy(t)
 	sa, err := kubernetes.NewForConfig(api.Config(saToken))
@@ -444,16 +437,9 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns}, Pull: func(image string) (string, error) {
-		if _, d, ok := strings.Cut(image, "@"); ok {
-			return d, nil // pulled by digest
-		}
 		return "sha256:" + strings.Repeat("0", 64), nil // an older build
 	}}
-	if err := ctl.Settle(ctx); err != nil {
-		b.Fatal(err)
-	}
-	stop := ctl.Run()
-	defer stop()
+	ctl.Start(b, ctx)
 	api := srv.Proxy(b)
 	client, err := kubernetes.NewForConfig(api.Config(kubetest.AdminToken))
 	if err != nil {

@@ -46,16 +46,9 @@ func TestVerifyOnRealAPIServer(t *testing.T) {
 	old := reg.PushIndex(t, "team/app", "1.0", "linux/amd64")
 	mustCreate(t, admin, deployment(ns, "app", 1, containers("app", image)))
 	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns}, Pull: func(image string) (string, error) {
-		if _, d, ok := strings.Cut(image, "@"); ok {
-			return d, nil
-		}
 		return old, nil // the tag pulled the previous build
 	}}
-	if err := ctl.Settle(ctx); err != nil {
-		t.Fatal(err)
-	}
-	stop := ctl.Run()
-	defer stop()
+	ctl.Start(t, ctx)
 	f, err := ParseTargets("targets.yaml", []byte(verifyTargets(image, key)))
 	if err != nil {
 		t.Fatal(err)

@@ -74,19 +74,12 @@ func TestReconcileCosignCLISignature(t *testing.T) {
 
 	// The pods run the previous build; the test stands in for the controllers and kubelet.
 	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns}, Pull: func(image string) (string, error) {
-		if _, d, ok := strings.Cut(image, "@"); ok {
-			return d, nil
-		}
 		if d, ok := previous[image[:strings.LastIndex(image, ":")]]; ok {
 			return d, nil
 		}
 		return "", fmt.Errorf("image %s: not in the registry", image)
 	}}
-	if err := ctl.Settle(ctx); err != nil {
-		t.Fatal(err)
-	}
-	stop := ctl.Run()
-	defer stop()
+	ctl.Start(t, ctx)
 	images := func() map[string]string {
 		t.Helper()
 		out := map[string]string{}

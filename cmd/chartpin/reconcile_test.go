@@ -192,20 +192,13 @@ func TestReconcileCronJobOnAPasswordOnlyRegistry(t *testing.T) {
 
 	// Pods run the previous build; the test stands in for the controllers and kubelet.
 	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns, agents}, Pull: func(image string) (string, error) {
-		if _, d, ok := strings.Cut(image, "@"); ok {
-			return d, nil
-		}
 		repo := image[:strings.LastIndex(image, ":")]
 		if d, ok := previous[repo]; ok {
 			return d, nil
 		}
 		return "", fmt.Errorf("image %s: not in the registry", image)
 	}}
-	if err := ctl.Settle(ctx); err != nil {
-		t.Fatal(err)
-	}
-	stop := ctl.Run()
-	defer stop()
+	ctl.Start(t, ctx)
 
 	pod := readCronJob(t, admin, ns, "rel-example-reconcile")
 	// KUBECONFIG stands in for the in-cluster config; SSL_CERT_FILE (which

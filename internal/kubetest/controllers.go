@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -36,9 +37,9 @@ type Controllers struct {
 	Client kubernetes.Interface
 	// Namespaces are the namespaces whose workloads roll.
 	Namespaces []string
-	// Pull names the digest an image reference pulls now (called
-	// concurrently). Nil: an image pinned by digest pulls that digest, a
-	// tag fails.
+	// Pull names the digest a tagged image reference pulls now (called
+	// concurrently); an image pinned by digest always pulls that digest.
+	// Nil: a tag fails.
 	Pull func(image string) (digest string, err error)
 	// Stuck makes new generations observed but never rolled out (no pod
 	// updated), as when new pods never start.
@@ -74,6 +75,16 @@ func (c *Controllers) Run() (stop func()) {
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// Start settles the workloads (Settle) and rolls them in the background
+// until tb ends.
+func (c *Controllers) Start(tb testing.TB, ctx context.Context) {
+	tb.Helper()
+	if err := c.Settle(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Run())
 }
 
 // Settle is one synchronous pass: every workload not observed yet rolls
@@ -394,11 +405,11 @@ func (c *Controllers) replacePods(ctx context.Context, ns string, sel *metav1.La
 }
 
 func (c *Controllers) pull(image string) (string, error) {
-	if c.Pull != nil {
-		return c.Pull(image)
-	}
 	if _, d, ok := strings.Cut(image, "@"); ok {
 		return d, nil
+	}
+	if c.Pull != nil {
+		return c.Pull(image)
 	}
 	return "", fmt.Errorf("image %s: no Pull to name the digest of a tag", image)
 }
