@@ -3,6 +3,7 @@ package resolver
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,7 +39,29 @@ type LockEntry struct {
 	Platforms []string `yaml:"platforms,omitempty"`
 	// Source is the ref the digest came from when a mirror served it.
 	Source string `yaml:"source,omitempty"`
+	// Signature is the signature a verify: policy accepted for this digest.
+	Signature *LockSignature `yaml:"signature,omitempty"`
 }
+
+// LockSignature is a verified signature as the lock records it: enough for
+// an offline run to verify the digest again from the lock and the policy's
+// key or trusted root. The lock is not trusted for it: every field is
+// checked again as if read from the registry.
+type LockSignature struct {
+	// Manifest is the digest of the manifest that carried the signature.
+	Manifest string `yaml:"manifest"`
+	// Payload is the signed payload, base64.
+	Payload string `yaml:"payload"`
+	// Signature is the signature over the payload, base64.
+	Signature string `yaml:"signature"`
+	// Certificate and Bundle are the keyless signing certificate (PEM)
+	// and its transparency-log bundle (JSON), base64.
+	Certificate string `yaml:"certificate,omitempty"`
+	Bundle      string `yaml:"bundle,omitempty"`
+}
+
+// lockSignatureKeys are the keys of a signature: mapping, in writing order.
+var lockSignatureKeys = []string{"manifest", "payload", "signature", "certificate", "bundle"}
 
 var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
 
@@ -91,8 +115,12 @@ func ParseLock(name string, data []byte) (*Lock, error) {
 			e.Digest = v.Value
 		case yaml.MappingNode:
 			for j := 0; j+1 < len(v.Content); j += 2 {
-				if key := v.Content[j]; key.Value != "digest" && key.Value != "mediaType" && key.Value != "platforms" && key.Value != "source" {
-					return nil, fmt.Errorf("%s:%d: %s: unknown key %q (want digest, mediaType, platforms, source)", name, key.Line, k.Value, key.Value)
+				if key := v.Content[j]; key.Value != "digest" && key.Value != "mediaType" && key.Value != "platforms" && key.Value != "source" && key.Value != "signature" {
+					return nil, fmt.Errorf("%s:%d: %s: unknown key %q (want digest, mediaType, platforms, source, signature)", name, key.Line, k.Value, key.Value)
+				} else if key.Value == "signature" {
+					if err := checkSignatureKeys(v.Content[j+1]); err != nil {
+						return nil, fmt.Errorf("%s:%d: %s: signature: %w", name, v.Content[j+1].Line, k.Value, err)
+					}
 				}
 			}
 			if err := v.Decode(&e); err != nil {
@@ -174,6 +202,40 @@ func (e LockEntry) validate() error {
 			return fmt.Errorf("source %s is not an image reference", printable(e.Source))
 		}
 	}
+	if e.Signature != nil {
+		return e.Signature.validate()
+	}
+	return nil
+}
+
+// checkSignatureKeys refuses a signature: that is not a mapping of known keys.
+func checkSignatureKeys(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("want a mapping of %s", strings.Join(lockSignatureKeys, ", "))
+	}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		if !slices.Contains(lockSignatureKeys, n.Content[j].Value) {
+			return fmt.Errorf("unknown key %s (want %s)", printable(n.Content[j].Value), strings.Join(lockSignatureKeys, ", "))
+		}
+	}
+	return nil
+}
+
+func (s *LockSignature) validate() error {
+	if !digestRE.MatchString(s.Manifest) {
+		return fmt.Errorf("signature manifest %s is not a sha256 digest", printable(s.Manifest))
+	}
+	for _, f := range []struct {
+		name, v  string
+		required bool
+	}{{"payload", s.Payload, true}, {"signature", s.Signature, true}, {"certificate", s.Certificate, false}, {"bundle", s.Bundle, false}} {
+		if f.v == "" && !f.required {
+			continue
+		}
+		if _, err := base64.StdEncoding.DecodeString(f.v); err != nil || f.v == "" {
+			return fmt.Errorf("signature %s is not base64", f.name)
+		}
+	}
 	return nil
 }
 
@@ -231,6 +293,50 @@ func (l *Lock) byDigest(digestRef string) (LockEntry, bool) {
 	return LockEntry{}, false
 }
 
+// Signature returns the signature recorded for repository@digest.
+func (l *Lock) Signature(repository, digest string) (LockSignature, bool) {
+	repo, err := normalizeRepository(repository)
+	if err != nil {
+		return LockSignature{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := make([]string, 0, len(l.entries))
+	for k := range l.entries {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the same answer every run
+	for _, k := range keys {
+		if e := l.entries[k]; e.Digest == digest && e.Signature != nil && trimTag(k) == repo {
+			return *e.Signature, true
+		}
+	}
+	return LockSignature{}, false
+}
+
+// SetSignature records the verified signature of repository@digest on
+// every entry of that repository locked to that digest, or under
+// repository@digest when none is.
+func (l *Lock) SetSignature(repository, digest string, sig LockSignature) {
+	repo, err := normalizeRepository(repository)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	recorded := false
+	for k, e := range l.entries {
+		if e.Digest == digest && trimTag(k) == repo {
+			e.Signature = &sig
+			l.entries[k] = e
+			recorded = true
+		}
+	}
+	if !recorded {
+		l.entries[repo+"@"+digest] = LockEntry{Digest: digest, Signature: &sig}
+	}
+}
+
 // Set records an entry.
 func (l *Lock) Set(ref string, e LockEntry) {
 	l.mu.Lock()
@@ -258,7 +364,7 @@ func (l *Lock) Bytes() []byte {
 			fmt.Fprintf(&b, "%s: {tags: [%s]}\n", r, strings.Join(l.tags[r], ", "))
 			continue
 		}
-		if len(e.Platforms) == 0 && e.Source == "" && e.MediaType == "" {
+		if len(e.Platforms) == 0 && e.Source == "" && e.MediaType == "" && e.Signature == nil {
 			fmt.Fprintf(&b, "%s: %s\n", r, e.Digest)
 			continue
 		}
@@ -271,6 +377,17 @@ func (l *Lock) Bytes() []byte {
 		}
 		if e.Source != "" {
 			fmt.Fprintf(&b, ", source: %s", e.Source)
+		}
+		if s := e.Signature; s != nil {
+			// Quoted: a base64 string can read as a number or a boolean.
+			fmt.Fprintf(&b, ", signature: {manifest: %s, payload: %q, signature: %q", s.Manifest, s.Payload, s.Signature)
+			if s.Certificate != "" {
+				fmt.Fprintf(&b, ", certificate: %q", s.Certificate)
+			}
+			if s.Bundle != "" {
+				fmt.Fprintf(&b, ", bundle: %q", s.Bundle)
+			}
+			b.WriteString("}")
 		}
 		b.WriteString("}\n")
 	}

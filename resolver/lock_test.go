@@ -65,6 +65,11 @@ func TestParseLockErrorsNameFileAndLine(t *testing.T) {
 		{"a/b:1: {digest: " + dA + ", source: \"x y\"}\n", `source "x y" is not an image reference`},
 		{"a/b: {tags: [\"1.0\", \"::warning::x\"]}\n", `"::warning::x" is not an image tag`},
 		{"a/b:1: [x]\n", "digests.yaml:1:"},
+		{"a/b:1: {digest: " + dA + ", signature: {manifest: " + dB + ", payload: \"e30=\", signature: \"e30=\", cert: \"x\"}}\n", `digests.yaml:1: a/b:1: signature: unknown key "cert"`},
+		{"a/b:1: {digest: " + dA + ", signature: {manifest: sha256:short, payload: \"e30=\", signature: \"e30=\"}}\n", `signature manifest "sha256:short" is not a sha256 digest`},
+		{"a/b:1: {digest: " + dA + ", signature: {manifest: " + dB + ", payload: \"not base64!\", signature: \"e30=\"}}\n", "signature payload is not base64"},
+		{"a/b:1: {digest: " + dA + ", signature: {manifest: " + dB + ", payload: \"e30=\"}}\n", "signature signature is not base64"},
+		{"a/b:1: {digest: " + dA + ", signature: sha256:x}\n", "signature: want a mapping"},
 	} {
 		_, err := resolver.ParseLock("digests.yaml", []byte(c.body))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -182,5 +187,38 @@ func TestLockRecordsReplacedPinsAndTags(t *testing.T) {
 		if _, err := resolver.ParseLock("digests.yaml", []byte(body)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", body, err, want)
 		}
+	}
+}
+
+// A recorded signature is written on the entries of its repository and
+// digest (or under repository@digest when none holds it), read back from
+// the file, and found by repository and digest.
+func TestLockSignatureRoundTrip(t *testing.T) {
+	lock := resolver.NewLock()
+	lock.Set("registry.example/team/app:1.0", resolver.LockEntry{Digest: dA, Platforms: []string{"linux/amd64"}})
+	sig := resolver.LockSignature{Manifest: dB, Payload: "eyJhIjoxfQ==", Signature: "MEUCIQ+/", Certificate: "LS0t", Bundle: "1234"}
+	lock.SetSignature("registry.example/team/app", dA, sig)
+	lock.SetSignature("registry.example/team/other", dB, resolver.LockSignature{Manifest: dA, Payload: "e30=", Signature: "e30="})
+	data := string(lock.Bytes())
+	for _, want := range []string{
+		"registry.example/team/app:1.0: {digest: " + dA + ", platforms: [linux/amd64], signature: {manifest: " + dB + `, payload: "eyJhIjoxfQ==", signature: "MEUCIQ+/", certificate: "LS0t", bundle: "1234"}}` + "\n",
+		"registry.example/team/other@" + dB + ": {digest: " + dB + ", signature: {manifest: " + dA + `, payload: "e30=", signature: "e30="}}` + "\n",
+	} {
+		if !strings.Contains(data, want) {
+			t.Errorf("lock lacks %q:\n%s", want, data)
+		}
+	}
+	back, err := resolver.ParseLock("digests.yaml", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := back.Signature("registry.example/team/app", dA); !ok || got != sig {
+		t.Errorf("signature read back = %+v, %v; want %+v", got, ok, sig)
+	}
+	if _, ok := back.Signature("registry.example/team/app", dB); ok {
+		t.Errorf("a signature found for a digest the lock did not sign")
+	}
+	if string(back.Bytes()) != data {
+		t.Errorf("rewritten lock differs:\n%s\nwant\n%s", back.Bytes(), data)
 	}
 }

@@ -46,38 +46,73 @@ type payload struct {
 }
 
 // verifyManifest tries every signature layer of a signature manifest and
-// returns the manifest's digest for the first that verifies, or why none did.
-func (c *Checker) verifyManifest(ctx context.Context, p *Policy, repository, digest string, m resolver.Manifest) (string, string) {
+// returns what verified first (as a lock file records it), or why none did.
+func (c *Checker) verifyManifest(ctx context.Context, p *Policy, repository, digest string, m resolver.Manifest) (resolver.LockSignature, string) {
 	var man v1.Manifest
 	if err := json.Unmarshal(m.Raw, &man); err != nil {
-		return "", fmt.Sprintf("not an image manifest: %v", err)
+		return resolver.LockSignature{}, fmt.Sprintf("not an image manifest: %v", err)
 	}
 	var whys []string
 	for _, l := range man.Layers {
 		if string(l.MediaType) != SimpleSigningMediaType {
 			continue
 		}
-		why := c.verifyLayer(ctx, p, repository, digest, l)
+		data, why := c.verifyLayer(ctx, p, repository, digest, l)
 		if why == "" {
-			return m.Digest, ""
+			return resolver.LockSignature{
+				Manifest:    m.Digest,
+				Payload:     base64.StdEncoding.EncodeToString(data),
+				Signature:   l.Annotations[SignatureAnnotation],
+				Certificate: encodeIfSet(l.Annotations[CertificateAnnotation]),
+				Bundle:      encodeIfSet(l.Annotations[BundleAnnotation]),
+			}, ""
 		}
 		whys = append(whys, why)
 	}
 	if len(whys) == 0 {
-		return "", "no simple-signing layer"
+		return resolver.LockSignature{}, "no simple-signing layer"
 	}
-	return "", strings.Join(whys, "; ")
+	return resolver.LockSignature{}, strings.Join(whys, "; ")
 }
 
-func (c *Checker) verifyLayer(ctx context.Context, p *Policy, repository, digest string, l v1.Descriptor) string {
+func encodeIfSet(s string) string {
+	if s == "" {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString([]byte(s))
+}
+
+// verifyRecorded checks a signature a lock file recorded as if the
+// registry had served it.
+func verifyRecorded(p *Policy, digest string, rec resolver.LockSignature) string {
+	data, err := base64.StdEncoding.DecodeString(rec.Payload)
+	if err != nil {
+		return "payload is not base64"
+	}
+	annotations := map[string]string{SignatureAnnotation: rec.Signature}
+	for k, v := range map[string]string{CertificateAnnotation: rec.Certificate, BundleAnnotation: rec.Bundle} {
+		if v == "" {
+			continue
+		}
+		b, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			return k + " is not base64"
+		}
+		annotations[k] = string(b)
+	}
+	return verifyPayload(p, digest, data, annotations)
+}
+
+// verifyLayer reads a layer's payload and verifies it; it returns the payload.
+func (c *Checker) verifyLayer(ctx context.Context, p *Policy, repository, digest string, l v1.Descriptor) ([]byte, string) {
 	if l.Annotations[SignatureAnnotation] == "" {
-		return "layer " + l.Digest.String() + " has no " + SignatureAnnotation + " annotation"
+		return nil, "layer " + l.Digest.String() + " has no " + SignatureAnnotation + " annotation"
 	}
 	data, err := c.src.Blob(ctx, repository, l.Digest.String())
 	if err != nil {
-		return fmt.Sprintf("reading payload: %v", err)
+		return nil, fmt.Sprintf("reading payload: %v", err)
 	}
-	return verifyPayload(p, digest, data, l.Annotations)
+	return data, verifyPayload(p, digest, data, l.Annotations)
 }
 
 // verifyPayload checks one signed payload and the annotations of its layer

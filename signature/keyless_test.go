@@ -2,6 +2,7 @@ package signature_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/chartpin/chartpin/internal/cosigned"
 	"github.com/chartpin/chartpin/internal/cosigned/keyless"
 	"github.com/chartpin/chartpin/internal/registrytest"
+	"github.com/chartpin/chartpin/resolver"
 	"github.com/chartpin/chartpin/signature"
 )
 
@@ -169,4 +171,66 @@ func writeFile(t *testing.T, name, data string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// A keyless signature verified online is recorded with its certificate and
+// Rekor bundle; the lock checker verifies it again from the lock alone and
+// refuses it under another identity or once the recorded bundle is altered.
+func TestKeylessFromTheLock(t *testing.T) {
+	reg := registrytest.New(t)
+	ss, rootPath := newSigstore(t)
+	repo := reg.Host + "/app"
+	digest := reg.PushIndex(t, "app", "1.0", "linux/amd64")
+	sigDigest, err := ss.Push(identity, issuer, repo, digest, insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := signature.LoadKeyless(identity, issuer, rootPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := resolver.NewLock()
+	ctx := context.Background()
+	if _, err := signature.NewChecker(r).RecordInto(lock).Check(ctx, policy, repo, digest); err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := lock.Signature(repo, digest)
+	if !ok || rec.Manifest != sigDigest || rec.Certificate == "" || rec.Bundle == "" {
+		t.Fatalf("recorded %+v, %v; want the signature %s with its certificate and bundle", rec, ok, sigDigest)
+	}
+	read, err := resolver.ParseLock("digests.yaml", lock.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Reset()
+	v, err := signature.NewLockChecker(read).Check(ctx, policy, repo, digest)
+	if err != nil || v.Signature != sigDigest {
+		t.Errorf("from the lock: %+v, %v; want signature %s", v, err, sigDigest)
+	}
+	if n := len(reg.Requests()); n != 0 {
+		t.Errorf("the lock checker sent %d requests", n)
+	}
+	other, err := signature.LoadKeyless("someone@example.com", issuer, rootPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := signature.NewLockChecker(read).Check(ctx, other, repo, digest); !errors.Is(err, signature.ErrUnsigned) || !strings.Contains(err.Error(), "expected SAN value") {
+		t.Errorf("another identity from the lock: %v, want refused", err)
+	}
+	// The recorded bundle claims another signing time: its signed entry timestamp no longer covers it.
+	bundle, _ := base64.StdEncoding.DecodeString(rec.Bundle)
+	altered := rec
+	altered.Bundle = base64.StdEncoding.EncodeToString([]byte(strings.Replace(string(bundle), `"integratedTime":`, `"integratedTime":1`, 1)))
+	tampered := resolver.NewLock()
+	tampered.SetSignature(repo, digest, altered)
+	if _, err := signature.NewLockChecker(tampered).Check(ctx, policy, repo, digest); !errors.Is(err, signature.ErrUnsigned) || !strings.Contains(err.Error(), "the signature the digest lock file records ("+sigDigest+") does not verify") {
+		t.Errorf("altered bundle: %v, want refused", err)
+	}
+	if _, err := signature.NewLockChecker(resolver.NewLock()).Check(ctx, policy, repo, digest); !errors.Is(err, signature.ErrUnsigned) || !strings.Contains(err.Error(), "records no signature of it") {
+		t.Errorf("nothing recorded: %v, want refused", err)
+	}
 }

@@ -125,6 +125,10 @@ type Verified struct {
 // policy) once per run, concurrently safe.
 type Checker struct {
 	src resolver.Artifacts
+	// lock, when src is nil, is where signatures are read from (offline).
+	lock *resolver.Lock
+	// record, when set, receives every verified signature (--write-digests).
+	record *resolver.Lock
 
 	mu   sync.Mutex
 	done map[string]*result
@@ -139,6 +143,19 @@ type result struct {
 // NewChecker reads signatures through src (a *resolver.Remote).
 func NewChecker(src resolver.Artifacts) *Checker {
 	return &Checker{src: src, done: map[string]*result{}}
+}
+
+// NewLockChecker verifies the signatures a lock file recorded, offline:
+// the same checks against the policy's key or trusted root, no request.
+func NewLockChecker(lock *resolver.Lock) *Checker {
+	return &Checker{lock: lock, done: map[string]*result{}}
+}
+
+// RecordInto makes c record every signature it verifies into lock, so that
+// an offline run can verify the digest from it; it returns c.
+func (c *Checker) RecordInto(lock *resolver.Lock) *Checker {
+	c.record = lock
+	return c
 }
 
 // Check returns the verified signature of repository@digest under p, or an
@@ -159,7 +176,11 @@ func (c *Checker) Check(ctx context.Context, p *Policy, repository, digest strin
 	r := &result{ready: make(chan struct{})}
 	c.done[key] = r
 	c.mu.Unlock()
-	r.v, r.err = c.check(ctx, p, repository, digest)
+	if c.src == nil {
+		r.v, r.err = c.checkLock(p, repository, digest)
+	} else {
+		r.v, r.err = c.check(ctx, p, repository, digest)
+	}
 	if r.err != nil && ctx.Err() != nil {
 		c.mu.Lock()
 		delete(c.done, key) // cut short: the next caller asks again
@@ -183,8 +204,8 @@ func (c *Checker) check(ctx context.Context, p *Policy, repository, digest strin
 	case err != nil:
 		return Verified{}, fmt.Errorf("reading signatures of %s@%s: %w", repository, digest, err)
 	default:
-		if sig, why := c.verifyManifest(ctx, p, repository, digest, m); why == "" {
-			return Verified{Digest: digest, Signature: sig}, nil
+		if ev, why := c.verifyManifest(ctx, p, repository, digest, m); why == "" {
+			return c.verified(repository, digest, ev), nil
 		} else {
 			reasons = append(reasons, "tag "+tagOnly(tag)+": "+why)
 		}
@@ -201,9 +222,9 @@ func (c *Checker) check(ctx context.Context, p *Policy, repository, digest strin
 		if err != nil {
 			return Verified{}, fmt.Errorf("reading signature %s of %s@%s: %w", d.Digest, repository, digest, err)
 		}
-		sig, why := c.verifyManifest(ctx, p, repository, digest, m)
+		ev, why := c.verifyManifest(ctx, p, repository, digest, m)
 		if why == "" {
-			return Verified{Digest: digest, Signature: sig}, nil
+			return c.verified(repository, digest, ev), nil
 		}
 		reasons = append(reasons, "referrer "+d.Digest.String()+": "+why)
 	}
@@ -212,6 +233,26 @@ func (c *Checker) check(ctx context.Context, p *Policy, repository, digest strin
 			ErrUnsigned, repository, digest, tagOnly(tag), p.howToSign())
 	}
 	return Verified{}, fmt.Errorf("%w: %s@%s: no signature verifies with %s (%s)", ErrUnsigned, repository, digest, p, strings.Join(reasons, "; "))
+}
+
+// verified records ev when asked to and names the signature that verified.
+func (c *Checker) verified(repository, digest string, ev resolver.LockSignature) Verified {
+	if c.record != nil {
+		c.record.SetSignature(repository, digest, ev)
+	}
+	return Verified{Digest: digest, Signature: ev.Manifest}
+}
+
+// checkLock verifies the signature the lock recorded for repository@digest.
+func (c *Checker) checkLock(p *Policy, repository, digest string) (Verified, error) {
+	rec, ok := c.lock.Signature(repository, digest)
+	if !ok {
+		return Verified{}, fmt.Errorf("%w: %s@%s: the digest lock file records no signature of it; write the lock online with --write-digests, or run online", ErrUnsigned, repository, digest)
+	}
+	if why := verifyRecorded(p, digest, rec); why != "" {
+		return Verified{}, fmt.Errorf("%w: %s@%s: the signature the digest lock file records (%s) does not verify with %s: %s", ErrUnsigned, repository, digest, rec.Manifest, p, why)
+	}
+	return Verified{Digest: digest, Signature: rec.Manifest}, nil
 }
 
 func tagOnly(ref string) string {

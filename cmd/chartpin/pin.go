@@ -49,7 +49,7 @@ func runPin(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts.Resolver, opts.Signatures, opts.DryRun = r, r.Signatures(), c.Bool("dry-run")
+	opts.Resolver, opts.Signatures, opts.DryRun = r, r.PinSignatures(), c.Bool("dry-run")
 	unlock, notes, err := pin.Lock(ctx, opts)
 	if err != nil {
 		return err

@@ -102,7 +102,7 @@ func runRelease(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	pinOpts.Resolver, pinOpts.Signatures = r, r.Signatures()
+	pinOpts.Resolver, pinOpts.Signatures = r, r.PinSignatures()
 	rep, err := release.Run(ctx, release.Options{
 		Pin:  pinOpts,
 		Repo: repo, PRs: prs, Branch: c.String("branch"), Base: c.String("base"),

@@ -56,6 +56,7 @@ type resolverSession struct {
 	remote   *resolver.Remote   // nil offline
 	recorder *resolver.Recorder // nil without --write-digests
 	lockPath string
+	lock     *resolver.Lock // the --digests file; nil online
 }
 
 // Stats are the registry requests sent so far (zero offline).
@@ -67,12 +68,26 @@ func (s *resolverSession) Stats() resolver.Stats {
 }
 
 // Signatures checks verify: policies through the run's registry
-// transport; nil offline.
+// transport, recording what verified into the --write-digests file; nil
+// offline.
 func (s *resolverSession) Signatures() *signature.Checker {
 	if s.remote == nil {
 		return nil
 	}
-	return signature.NewChecker(s.remote)
+	c := signature.NewChecker(s.remote)
+	if s.recorder != nil {
+		c.RecordInto(s.recorder.Lock())
+	}
+	return c
+}
+
+// PinSignatures is Signatures, and offline a checker of the signatures the
+// --digests file recorded: pin and release verify a moving digest from it.
+func (s *resolverSession) PinSignatures() *signature.Checker {
+	if s.lock != nil {
+		return signature.NewLockChecker(s.lock)
+	}
+	return s.Signatures()
 }
 
 // Artifacts reads what refers to an image (signatures, deprecation
@@ -107,7 +122,7 @@ func newResolver(c *cli.Context, first ...authn.Keychain) (*resolverSession, err
 		if err != nil {
 			return nil, usage("--digests: %w", err)
 		}
-		s.Interface = resolver.NewOffline(lock)
+		s.Interface, s.lock = resolver.NewOffline(lock), lock
 	} else {
 		m, err := mirrors(c)
 		if err != nil {

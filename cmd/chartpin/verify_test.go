@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"maps"
 	"os"
 	"path/filepath"
@@ -155,4 +156,111 @@ func TestPinVerifyKeylessConfigErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pin --write-digests records the signature it verified; an offline pin
+// from that lock verifies the same moving digest from it against the key,
+// writes the same bytes and sends no request. A tampered signature in the
+// lock is refused: exit 1, nothing written.
+func TestPinVerifyOfflineFromTheLock(t *testing.T) {
+	reg := registrytest.New(t)
+	digest := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
+	key, err := cosigned.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigDigest, err := key.Push(reg.Host+"/team/app", digest, []name.Option{name.Insecure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := func() (string, string) {
+		dir := pinChart(t, reg.Host)
+		for n, b := range map[string]string{
+			"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: image\n        verify: {key: cosign.pub}\n",
+			"cosign.pub":    string(key.PublicPEM()),
+		} {
+			if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir, filepath.Join(dir, "chartpin.yaml")
+	}
+	lock := filepath.Join(t.TempDir(), "digests.yaml")
+	online, cfg := chart()
+	if out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--config", cfg, "--write-digests", lock); code != 0 {
+		t.Fatalf("online: exit %d\n%s%s", code, out, errOut)
+	}
+	locked, err := os.ReadFile(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(locked), reg.Host+"/team/app:1.0: {digest: "+digest) || !strings.Contains(string(locked), "signature: {manifest: "+sigDigest+", payload: ") {
+		t.Fatalf("lock does not record the signature %s:\n%s", sigDigest, locked)
+	}
+
+	offline, cfg := chart()
+	reg.Reset()
+	if out, errOut, code := runCLI(t, "pin", "--config", cfg, "--digests", lock); code != 0 {
+		t.Fatalf("offline: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := len(reg.Requests()); n != 0 {
+		t.Errorf("the offline pin sent %d registry requests: %v", n, reg.Requests())
+	}
+	want, _ := os.ReadFile(filepath.Join(online, "values.yaml"))
+	if got, _ := os.ReadFile(filepath.Join(offline, "values.yaml")); string(got) != string(want) || !strings.Contains(string(got), digest) {
+		t.Errorf("offline values.yaml:\n%s\nonline:\n%s", got, want)
+	}
+
+	// The payload recorded for another digest: it verifies with the key
+	// but names another image, so it is refused.
+	other := reg.PushIndex(t, "team/app", "other", "linux/amd64")
+	sig, err := key.Sign(cosigned.Payload(reg.Host+"/team/app", other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func(string) string{
+		"tampered payload": func(l string) string {
+			return replaceField(t, l, "payload", base64.StdEncoding.EncodeToString([]byte(strings.Replace(string(decodeField(t, l, "payload")), `"optional":null`, `"optional":{}`, 1))))
+		},
+		"another digest's signature": func(l string) string {
+			l = replaceField(t, l, "payload", base64.StdEncoding.EncodeToString(cosigned.Payload(reg.Host+"/team/app", other)))
+			return replaceField(t, l, "signature", base64.StdEncoding.EncodeToString(sig))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tampered := filepath.Join(t.TempDir(), "digests.yaml")
+			if err := os.WriteFile(tampered, []byte(edit(string(locked))), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dir, cfg := chart()
+			before := hashDir(t, dir)
+			_, errOut, code := runCLI(t, "pin", "--config", cfg, "--digests", tampered)
+			if code != 1 || !strings.Contains(errOut, "the signature the digest lock file records ("+sigDigest+") does not verify with key ") {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and the recorded signature refused", code, errOut)
+			}
+			if after := hashDir(t, dir); !maps.Equal(before, after) {
+				t.Errorf("a refused offline pin changed files")
+			}
+		})
+	}
+}
+
+// decodeField and replaceField read and replace one base64 field of the
+// signature a lock file records.
+func decodeField(t *testing.T, lock, field string) []byte {
+	t.Helper()
+	_, rest, ok := strings.Cut(lock, "signature: {")
+	_, rest, ok2 := strings.Cut(rest, field+": \"")
+	v, _, ok3 := strings.Cut(rest, "\"")
+	b, err := base64.StdEncoding.DecodeString(v)
+	if !ok || !ok2 || !ok3 || err != nil {
+		t.Fatalf("no %s in the lock's signature:\n%s", field, lock)
+	}
+	return b
+}
+
+func replaceField(t *testing.T, lock, field, v string) string {
+	t.Helper()
+	old := base64.StdEncoding.EncodeToString(decodeField(t, lock, field))
+	return strings.Replace(lock, field+": \""+old+"\"", field+": \""+v+"\"", 1)
 }
