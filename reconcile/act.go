@@ -53,30 +53,47 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 			err := r.refuseError(p)
 			errs = append(errs, err, r.event(ctx, p.w, corev1.EventTypeWarning, "ReimageRefused", err.Error()))
 		case ActionReimage:
-			patch, err := r.reimagePatch(p)
-			if err != nil {
-				errs = append(errs, err)
-				continue
+			landed, perrs := r.reimage(ctx, p, res)
+			errs = append(errs, perrs...)
+			if landed {
+				waits = append(waits, p)
 			}
-			rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
-			w, err := patchWorkload(rctx, r.client, k, patch)
-			cancel()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("re-imaging %s: %w; check the reconcile Role grants patch on it", k, err))
-				continue
-			}
-			p.w.generation = w.generation
-			res.Patched = append(res.Patched, k.String())
-			errs = append(errs, r.event(ctx, p.w, corev1.EventTypeNormal, "Reimaged", r.reimageMessage(p)))
-			if err := r.landed(p, w); err != nil {
-				// Rewritten on the way in (e.g. a mutating webhook): every tick
-				// would patch again. The attempt stays counted.
-				errs = append(errs, err, r.event(ctx, p.w, corev1.EventTypeWarning, "ReimageNotApplied", err.Error()))
-				continue
-			}
-			waits = append(waits, p)
 		}
 	}
+	errs = append(errs, r.waitAll(ctx, waits, res)...)
+	return errors.Join(errs...)
+}
+
+// reimage patches p's workload to the newest digests and records the
+// Event; landed says the patch reached the spec as sent, so its rollout is
+// waited for.
+func (r *Reconciler) reimage(ctx context.Context, p *plan, res *Result) (landed bool, errs []error) {
+	k := p.w.key
+	patch, err := r.reimagePatch(p)
+	if err != nil {
+		return false, []error{err}
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.o.RequestTimeout)
+	w, err := patchWorkload(rctx, r.client, k, patch)
+	cancel()
+	if err != nil {
+		return false, []error{fmt.Errorf("re-imaging %s: %w; check the reconcile Role grants patch on it", k, err)}
+	}
+	p.w.generation = w.generation
+	res.Patched = append(res.Patched, k.String())
+	errs = append(errs, r.event(ctx, p.w, corev1.EventTypeNormal, "Reimaged", r.reimageMessage(p)))
+	if err := r.landed(p, w); err != nil {
+		// Rewritten on the way in (e.g. a mutating webhook): every tick
+		// would patch again. The attempt stays counted.
+		return false, append(errs, err, r.event(ctx, p.w, corev1.EventTypeWarning, "ReimageNotApplied", err.Error()))
+	}
+	return true, errs
+}
+
+// waitAll waits for the re-imaged workloads' rollouts and re-arms those
+// that completed.
+func (r *Reconciler) waitAll(ctx context.Context, waits []*plan, res *Result) []error {
+	var errs []error
 	// Rollouts run in parallel, so the tick needs one --rollout-timeout, not
 	// one per workload (docs/design.md#deadlines-with-slack).
 	waitErrs := make([]error, len(waits))
@@ -110,7 +127,7 @@ func (r *Reconciler) act(ctx context.Context, plans []*plan, res *Result) error 
 		}
 		res.RolledOut = append(res.RolledOut, p.w.key.String())
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // landed checks that the API server stored the images the patch named.
