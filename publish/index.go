@@ -448,31 +448,11 @@ func checkIndexData(st store, dir string, data []byte, stable bool, roots []urlR
 				add("%s %s: no urls", name, e.Version)
 				continue
 			}
-			u := e.URLs[0]
-			file, ok := st.join(dir, u), true
-			if strings.Contains(u, "://") {
-				file, ok = local(st, roots, u)
-			}
-			if !ok {
+			finding, verified := checkTarball(st, dir, roots, name, e)
+			if !verified {
 				rep.Unverified++
-				continue
-			}
-			tgz, err := st.read(file)
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-				base := path.Base(filepath.ToSlash(file))
-				hint := ""
-				if own, err := st.read(st.join(dir, base)); err == nil && sha256hex(own) == strings.TrimPrefix(e.Digest, "sha256:") {
-					// The tarball is beside this index; the URL points elsewhere.
-					hint = fmt.Sprintf("; it is in %s: point the url there", st.where(dir))
-				}
-				add("%s %s: tarball %s is missing (url %s looked for %s)%s", name, e.Version, base, u, st.where(file), hint)
-			case err != nil:
-				add("%s %s: reading %s: %v", name, e.Version, file, err)
-			case e.Digest == "":
-				add("%s %s: no digest recorded", name, e.Version)
-			case sha256hex(tgz) != strings.TrimPrefix(e.Digest, "sha256:"):
-				add("%s %s: digest mismatch: index says %s, %s has %s", name, e.Version, short(e.Digest), st.where(file), short(sha256hex(tgz)))
+			} else if finding != "" {
+				findings = append(findings, finding)
 			}
 		}
 	}
@@ -487,6 +467,38 @@ func checkIndexData(st store, dir string, data []byte, stable bool, roots []urlR
 		return rep, fmt.Errorf("%w: %s/%s has %d problem(s):\n  - %s", failure.ErrFindings, where, indexName, len(findings), strings.Join(findings, "\n  - "))
 	}
 	return rep, nil
+}
+
+// checkTarball checks the tarball e's first URL names, when it lies in st:
+// it must exist and hold e's digest. verified is false for a URL served
+// elsewhere; finding is "" when the tarball is right.
+func checkTarball(st store, dir string, roots []urlRoot, name string, e *rawEntry) (finding string, verified bool) {
+	u := e.URLs[0]
+	file, ok := st.join(dir, u), true
+	if strings.Contains(u, "://") {
+		file, ok = local(st, roots, u)
+	}
+	if !ok {
+		return "", false
+	}
+	tgz, err := st.read(file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		base := path.Base(filepath.ToSlash(file))
+		hint := ""
+		if own, err := st.read(st.join(dir, base)); err == nil && sha256hex(own) == strings.TrimPrefix(e.Digest, "sha256:") {
+			// The tarball is beside this index; the URL points elsewhere.
+			hint = fmt.Sprintf("; it is in %s: point the url there", st.where(dir))
+		}
+		return fmt.Sprintf("%s %s: tarball %s is missing (url %s looked for %s)%s", name, e.Version, base, u, st.where(file), hint), true
+	case err != nil:
+		return fmt.Sprintf("%s %s: reading %s: %v", name, e.Version, file, err), true
+	case e.Digest == "":
+		return fmt.Sprintf("%s %s: no digest recorded", name, e.Version), true
+	case sha256hex(tgz) != strings.TrimPrefix(e.Digest, "sha256:"):
+		return fmt.Sprintf("%s %s: digest mismatch: index says %s, %s has %s", name, e.Version, short(e.Digest), st.where(file), short(sha256hex(tgz))), true
+	}
+	return "", true
 }
 
 func short(digest string) string {
