@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,20 +17,28 @@ import (
 )
 
 // reconcile on a real API server re-images only to digests the cosign CLI
-// signed: two workloads whose tags moved to the fixture's image (one repo
-// gets the .sig tag, the other the OCI 1.1 referrer) are refused while
-// unsigned, exit 1 and nothing patched, and rolled out once signed.
+// signed. The example chart, rendered with verify: {key: cosign.pub's PEM}
+// on its three images, writes the key into the targets it renders; the dev
+// tags move to the fixture's image. While unsigned, the tick refuses (exit
+// 1) and no workload changes; once the signatures are pushed (.sig tags for
+// jobs-manager and pods-monitor, the OCI 1.1 referrer for resource-monitor),
+// every workload rolls out to the signed digest.
 func TestReconcileCosignCLISignature(t *testing.T) {
-	const ns = "edge-dev"
+	const ns, agents = "edge-dev", "node-agents"
 	digest := fixtureDigest(t)
 	tag := strings.Replace(digest, ":", "-", 1)
 	layout := filepath.Join(cosignFixture, "layout")
 	reg := registrytest.StartDistribution(t, registrytest.DistributionOptions{})
-	signatureOf := map[string]string{"team/app": tag + ".sig", "team/ref": tag}
+	signatureOf := map[string]string{"chartpin/jobs-manager": tag + ".sig", "chartpin/pods-monitor": tag + ".sig", "chartpin/resource-monitor": tag}
 	previous := map[string]string{}
 	for repo := range signatureOf {
 		previous[reg.Host+"/"+repo] = reg.PushIndex(t, repo, "previous", "linux/amd64", "linux/arm64")
 		reg.PushLayout(t, layout, repo, "1.0")
+		reg.Tag(t, repo, digest, "dev")
+	}
+	pub, err := os.ReadFile(filepath.Join(cosignFixture, "cosign.pub"))
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	srv := kubetest.Start(t)
@@ -39,41 +47,25 @@ func TestReconcileCosignCLISignature(t *testing.T) {
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pub, err := os.ReadFile(filepath.Join(cosignFixture, "cosign.pub"))
+	srv.Apply(t, renderExample(t, ns, "env: dev", "autoUpgrade: {enabled: false}", "reconcile: {rolloutTimeout: 30s}",
+		fmt.Sprintf("images: {jobsManager: {repository: %[1]s/chartpin/jobs-manager, verify: {key: %[2]q}}, "+
+			"podsMonitor: {repository: %[1]s/chartpin/pods-monitor, verify: {key: %[2]q}}, "+
+			"requestsProxy: {repository: %[1]s/chartpin/jobs-manager}, "+
+			"resourceMonitor: {repository: %[1]s/chartpin/resource-monitor, verify: {key: %[2]q}}}", reg.Host, pub)))
+	cm, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, "rel-example-reconcile", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := strings.ReplaceAll(strings.TrimSpace(string(pub)), "\n", "\n        ")
-	var targets strings.Builder
-	targets.WriteString("targets:\n")
-	for _, name := range []string{"app", "ref"} {
-		image := reg.Host + "/team/" + name + ":1.0"
-		one := int32(1)
-		labels := map[string]string{"app": name}
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: &one,
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: image}}},
-				},
-			},
-		}
-		if _, err := admin.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&targets, "  - id: %[1]s\n    kind: Deployment\n    namespace: %[2]s\n    name: %[1]s\n    container: %[1]s\n    image: %[3]q\n    verify:\n      key: |\n        %[4]s\n",
-			name, ns, image, key)
+	if n := strings.Count(cm.Data["targets.yaml"], "BEGIN PUBLIC KEY"); n != 3 {
+		t.Fatalf("the rendered targets carry the key %d times, want 3 (one per verified image):\n%s", n, cm.Data["targets.yaml"])
 	}
-	targetsFile := filepath.Join(t.TempDir(), "targets.yaml")
-	if err := os.WriteFile(targetsFile, []byte(targets.String()), 0o644); err != nil {
+	targets := filepath.Join(t.TempDir(), "targets.yaml")
+	if err := os.WriteFile(targets, []byte(cm.Data["targets.yaml"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
 	// The pods run the previous build; the test stands in for the controllers and kubelet.
-	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns}, Pull: func(image string) (string, error) {
+	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns, agents}, Pull: func(image string) (string, error) {
 		if d, ok := previous[image[:strings.LastIndex(image, ":")]]; ok {
 			return d, nil
 		}
@@ -83,31 +75,40 @@ func TestReconcileCosignCLISignature(t *testing.T) {
 	images := func() map[string]string {
 		t.Helper()
 		out := map[string]string{}
-		for _, name := range []string{"app", "ref"} {
-			d, err := admin.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[name] = d.Spec.Template.Spec.Containers[0].Image
+		jm, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-jobs-manager", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, c := range jm.Spec.Template.Spec.Containers {
+			out[c.Name] = c.Image
+		}
+		rp, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-requests-proxy", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["proxy"] = rp.Spec.Template.Spec.Containers[0].Image
+		ds, err := admin.AppsV1().DaemonSets(agents).Get(ctx, "rel-resource-monitor", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["resource-monitor"] = ds.Spec.Template.Spec.Containers[0].Image
 		return out
 	}
-	tick := []string{"--insecure-registry", reg.Host, "reconcile", "--targets", targetsFile,
+	before := images()
+	tick := []string{"--insecure-registry", reg.Host, "reconcile", "--targets", targets,
 		"--kubeconfig", srv.Kubeconfig(t, kubetest.AdminToken), "--rollout-timeout", "30s", "--deadline", "1m"}
 
 	out, errOut, code := runCLI(t, tick...)
 	if code != 1 {
 		t.Errorf("unsigned: exit %d, want 1\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"Deployment " + ns + "/app was not re-imaged", "Deployment " + ns + "/ref was not re-imaged", "has no signature"} {
+	for _, want := range []string{"Deployment " + ns + "/rel-jobs-manager was not re-imaged", "DaemonSet " + agents + "/rel-resource-monitor was not re-imaged", "has no signature"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("unsigned: stderr does not say %q:\n%s", want, errOut)
 		}
 	}
-	for name, image := range images() {
-		if want := reg.Host + "/team/" + name + ":1.0"; image != want {
-			t.Errorf("unsigned: %s runs %s, want %s untouched", name, image, want)
-		}
+	if got := images(); !maps.Equal(got, before) {
+		t.Errorf("unsigned: the workloads run\n%v\nwant them untouched\n%v", got, before)
 	}
 
 	for repo, sig := range signatureOf {
@@ -117,10 +118,9 @@ func TestReconcileCosignCLISignature(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("signed: exit %d\n%s%s", code, out, errOut)
 	}
-	for name, image := range images() {
-		if want := reg.Host + "/team/" + name + "@" + digest; image != want {
-			t.Errorf("signed: %s runs %s, want %s", name, image, want)
-		}
+	jm, pm, rm := reg.Host+"/chartpin/jobs-manager@"+digest, reg.Host+"/chartpin/pods-monitor@"+digest, reg.Host+"/chartpin/resource-monitor@"+digest
+	if got, want := images(), map[string]string{"api": jm, "pods-monitor": pm, "proxy": jm, "resource-monitor": rm}; !maps.Equal(got, want) {
+		t.Errorf("signed: the workloads run\n%v\nwant\n%v", got, want)
 	}
 	if err := ctl.Err(); err != nil {
 		t.Error(err)
