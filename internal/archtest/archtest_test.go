@@ -85,15 +85,16 @@ func TestImportGraph(t *testing.T) {
 // included, reads a registry through the resolver, so every lookup is
 // counted, mirrored, authenticated and bounded in one place.
 var registryClients = map[string]bool{
-	"github.com/chartpin/chartpin/resolver":              true,
-	"github.com/chartpin/chartpin/publish":               true,
-	"github.com/chartpin/chartpin/deprecation":           true,
-	"github.com/chartpin/chartpin/internal/imagebuild":   true,
-	"github.com/chartpin/chartpin/demo":                  true,
-	"github.com/chartpin/chartpin/upgrade":               true,
-	"github.com/chartpin/chartpin/internal/registrytest": true,
-	"github.com/chartpin/chartpin/internal/cosigned":     true,
-	"github.com/chartpin/chartpin/hack/cosign":           true,
+	"github.com/chartpin/chartpin/resolver":                  true,
+	"github.com/chartpin/chartpin/publish":                   true,
+	"github.com/chartpin/chartpin/deprecation":               true,
+	"github.com/chartpin/chartpin/internal/imagebuild":       true,
+	"github.com/chartpin/chartpin/demo":                      true,
+	"github.com/chartpin/chartpin/upgrade":                   true,
+	"github.com/chartpin/chartpin/internal/registrytest":     true,
+	"github.com/chartpin/chartpin/internal/cosigned":         true,
+	"github.com/chartpin/chartpin/internal/cosigned/keyless": true,
+	"github.com/chartpin/chartpin/hack/cosign":               true,
 }
 
 // registryImports are the client libraries that send registry requests.
