@@ -199,7 +199,7 @@ func Select(f *File, dirs []string) ([]Target, error) {
 				for _, c := range f.Charts {
 					known = append(known, c.Dir)
 				}
-				return nil, failure.Input(failure.Optionf("chart dir %s is not configured in %s (configured: %s); add it under charts: or drop {{ConfigPath}}",
+				return nil, failure.Input(fmt.Errorf("chart dir %s is not configured in %s (configured: %s); add it under charts: there, or name a configured chart",
 					d, f.Path, strings.Join(known, ", ")))
 			}
 		}

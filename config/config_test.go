@@ -169,8 +169,8 @@ func TestSelectAndFind(t *testing.T) {
 		t.Errorf("Select(f, b, b) = %+v, %v; want b once, as named, with its entry", got, err)
 	}
 	_, err = Select(f, []string{filepath.Join(base, "charts/c")})
-	if err == nil || failure.Code(err) != 2 || !strings.Contains(err.Error(), "charts/c is not configured") || !strings.HasSuffix(err.Error(), "or drop ConfigPath") {
-		t.Errorf("Select(f, c) err = %v; want exit 2 naming the option ConfigPath", err)
+	if err == nil || failure.Code(err) != 2 || !strings.Contains(err.Error(), "charts/c is not configured") || !strings.HasSuffix(err.Error(), "add it under charts: there, or name a configured chart") {
+		t.Errorf("Select(f, c) err = %v; want exit 2 with the next step", err)
 	}
 	// Without a config: every argument is a chart, none means the current directory.
 	if got, err := Select(nil, nil); err != nil || len(got) != 1 || got[0].Dir != "." || got[0].Config != nil {

@@ -118,7 +118,7 @@ func TestOptionErrorsNameFlags(t *testing.T) {
 		{[]string{"resolve", reg.Host + "/app:1"}, 1, "speaks plain HTTP: pass --insecure-registry " + reg.Host + " if that is intended"},
 		{[]string{"--timeout", "5s", "resolve", "127.0.0.1:1/app:1"}, 1, "(and the registry name or --registry-mirror is right)"},
 		{[]string{"pin", "--config", filepath.Join(repo.Dir, "missing.yaml")}, 2, "; pass --config FILE or run without one for discovery"},
-		{[]string{"pin", "--config", cfg, repo.Path("app")}, 2, "add it under charts: or drop --config"},
+		{[]string{"pin", "--config", cfg, repo.Path("app")}, 2, "add it under charts: there, or name a configured chart"},
 		{[]string{"init", "--config", cfg, repo.Path("app")}, 2, "exists; init never overwrites it: --force replaces it, --dry-run prints what init would write"},
 		{[]string{"reconcile", "--targets", filepath.Join(repo.Dir, "missing.yaml")}, 2, "; pass --targets with the file the chart's ConfigMap mounts"},
 		{[]string{"reconcile", "--targets", cfg, "--jitter", "1m"}, 2, "outside a cluster pass --jitter-key"},
