@@ -108,7 +108,8 @@ func cosignChart(t *testing.T, host string) string {
 
 // pin and drift accept the signatures the cosign CLI makes, at the .sig tag
 // and as an OCI 1.1 referrer (docker-registry has no referrers API: the
-// referrers tag), with one signature lookup; pin refuses another image
+// referrers tag), with one signature lookup, and offline from the lock
+// that records the signature; pin refuses another image
 // carrying that signature, and the same image once its signature is gone
 // (exit 1, the image and the reason named, no file touched), where drift
 // reports the pinned digest UNSIGNED.
@@ -139,7 +140,8 @@ func TestCosignCLISignature(t *testing.T) {
 			pushed := reg.PushLayout(t, layout, "team/app", tc.tags...)
 			proxy := registrytest.NewProxy(t, reg.Host) // counts what pin asks the registry
 			dir := cosignChart(t, proxy.Host)
-			out, errOut, code := runCLI(t, "--insecure-registry", proxy.Host, "pin", "--output", "json", "--config", filepath.Join(dir, "chartpin.yaml"))
+			lock := filepath.Join(t.TempDir(), "digests.yaml")
+			out, errOut, code := runCLI(t, "--insecure-registry", proxy.Host, "pin", "--output", "json", "--config", filepath.Join(dir, "chartpin.yaml"), "--write-digests", lock)
 			if code != 0 {
 				t.Fatalf("exit %d\n%s%s", code, out, errOut)
 			}
@@ -180,6 +182,19 @@ func TestCosignCLISignature(t *testing.T) {
 			wantExit(t, code, 0, out)
 			if !strings.Contains(out, "\nok  ") || strings.Contains(out, "UNSIGNED") {
 				t.Errorf("drift of the signed pin:\n%s", out)
+			}
+
+			// Offline, the lock's record of the cosign signature verifies the same move.
+			offline := cosignChart(t, proxy.Host)
+			proxy.Reset()
+			if out, errOut, code := runCLI(t, "pin", "--config", filepath.Join(offline, "chartpin.yaml"), "--digests", lock); code != 0 {
+				t.Fatalf("offline: exit %d\n%s%s", code, out, errOut)
+			}
+			if n := len(proxy.Requests()); n != 0 {
+				t.Errorf("the offline pin sent %d registry requests: %v", n, proxy.Requests())
+			}
+			if got, _ := os.ReadFile(filepath.Join(offline, "values.yaml")); !strings.Contains(string(got), "digest: \""+digest+"\"") {
+				t.Errorf("values.yaml after the offline pin:\n%s", got)
 			}
 		})
 	}
