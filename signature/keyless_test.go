@@ -143,6 +143,21 @@ func TestKeyless(t *testing.T) {
 			t.Errorf("Check = %v, want a refusal of the certificate chain", err)
 		}
 	})
+	// A root listing a CT log asks for an SCT in the certificate, as cosign does.
+	t.Run("no SCT under a root with a CT log", func(t *testing.T) {
+		tr, err := ss.TrustedRootWithCTLog()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := signature.LoadKeyless(identity, issuer, writeFile(t, "trusted_root.json", string(tr)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Check(ctx, p, repo, signed)
+		if !errors.Is(err, signature.ErrUnsigned) || !strings.Contains(err.Error(), "failed to verify signed certificate timestamp") {
+			t.Errorf("Check = %v, want a refusal for the missing SCT", err)
+		}
+	})
 	t.Run("the same digest under a key policy", func(t *testing.T) {
 		_, kp := newKey(t)
 		if _, err := c.Check(ctx, kp, repo, signed); !errors.Is(err, signature.ErrUnsigned) {

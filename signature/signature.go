@@ -252,7 +252,7 @@ func (c *Checker) checkLock(p *Policy, repository, digest string) (Verified, err
 	if why := verifyRecorded(p, digest, rec); why != "" {
 		return Verified{}, fmt.Errorf("%w: %s@%s: the signature the digest lock file records (%s) does not verify with %s: %s", ErrUnsigned, repository, digest, rec.Manifest, p, why)
 	}
-	return Verified{Digest: digest, Signature: rec.Manifest}, nil
+	return c.verified(repository, digest, rec), nil
 }
 
 func tagOnly(ref string) string {

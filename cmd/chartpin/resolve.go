@@ -85,7 +85,11 @@ func (s *resolverSession) Signatures() *signature.Checker {
 // --digests file recorded: pin and release verify a moving digest from it.
 func (s *resolverSession) PinSignatures() *signature.Checker {
 	if s.lock != nil {
-		return signature.NewLockChecker(s.lock)
+		c := signature.NewLockChecker(s.lock)
+		if s.recorder != nil { // --digests A --write-digests B keeps the signatures
+			c.RecordInto(s.recorder.Lock())
+		}
+		return c
 	}
 	return s.Signatures()
 }

@@ -199,9 +199,14 @@ func TestPinVerifyOfflineFromTheLock(t *testing.T) {
 	}
 
 	offline, cfg := chart()
+	relock := filepath.Join(t.TempDir(), "again.yaml")
 	reg.Reset()
-	if out, errOut, code := runCLI(t, "pin", "--config", cfg, "--digests", lock); code != 0 {
+	if out, errOut, code := runCLI(t, "pin", "--config", cfg, "--digests", lock, "--write-digests", relock); code != 0 {
 		t.Fatalf("offline: exit %d\n%s%s", code, out, errOut)
+	}
+	// A lock written offline from a lock keeps the signature it verified.
+	if again, _ := os.ReadFile(relock); !strings.Contains(string(again), "signature: {manifest: "+sigDigest+", payload: ") {
+		t.Errorf("the lock written offline lost the signature:\n%s", again)
 	}
 	if n := len(reg.Requests()); n != 0 {
 		t.Errorf("the offline pin sent %d registry requests: %v", n, reg.Requests())

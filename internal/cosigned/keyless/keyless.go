@@ -38,10 +38,17 @@ func New() (*Sigstore, error) {
 // no CT log (its certificates carry no SCT) and no timestamp authority.
 func (s *Sigstore) TrustedRoot() ([]byte, error) { return s.TrustedRootWithCA(s) }
 
+// TrustedRootWithCTLog is TrustedRoot listing this Sigstore's certificate
+// transparency log too, as the public root does: its certificates, which
+// carry no signed certificate timestamp, must then be refused.
+func (s *Sigstore) TrustedRootWithCTLog() ([]byte, error) { return s.trustedRoot(s, s.vs.CTLogs()) }
+
 // TrustedRootWithCA is a trusted root with the certificate authority of
 // ca and the log of s: a signature by s has a valid log entry whose
 // certificate chains to no trusted CA.
-func (s *Sigstore) TrustedRootWithCA(ca *Sigstore) ([]byte, error) {
+func (s *Sigstore) TrustedRootWithCA(ca *Sigstore) ([]byte, error) { return s.trustedRoot(ca, nil) }
+
+func (s *Sigstore) trustedRoot(ca *Sigstore, ctLogs map[string]*root.TransparencyLog) ([]byte, error) {
 	logs := map[string]*root.TransparencyLog{}
 	for id, l := range s.vs.RekorLogs() {
 		c := *l
@@ -53,7 +60,17 @@ func (s *Sigstore) TrustedRootWithCA(ca *Sigstore) ([]byte, error) {
 		c.ID = raw
 		logs[id] = &c
 	}
-	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, ca.vs.FulcioCertificateAuthorities(), nil, nil, logs)
+	cts := map[string]*root.TransparencyLog{}
+	for id, l := range ctLogs {
+		c := *l
+		raw, err := hex.DecodeString(id)
+		if err != nil {
+			return nil, err
+		}
+		c.ID = raw
+		cts[id] = &c
+	}
+	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, ca.vs.FulcioCertificateAuthorities(), cts, nil, logs)
 	if err != nil {
 		return nil, err
 	}
