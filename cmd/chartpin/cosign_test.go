@@ -108,11 +108,11 @@ func cosignChart(t *testing.T, host string) string {
 
 // pin and drift accept the signatures the cosign CLI makes, at the .sig tag
 // and as an OCI 1.1 referrer (docker-registry has no referrers API: the
-// referrers tag), with one signature lookup, and offline from the lock
-// that records the signature; pin refuses another image
-// carrying that signature, and the same image once its signature is gone
-// (exit 1, the image and the reason named, no file touched), where drift
-// reports the pinned digest UNSIGNED.
+// referrers tag): one signature lookup online, none offline from the lock
+// that records the signature. pin refuses another image carrying that
+// signature, and the same image once its signature is gone (exit 1, the
+// image and the reason named, no file touched), where drift reports the
+// pinned digest UNSIGNED.
 func TestCosignCLISignature(t *testing.T) {
 	digest := fixtureDigest(t)
 	tag := strings.Replace(digest, ":", "-", 1)
