@@ -71,13 +71,39 @@ func (c *chart) findCopies() ([]copyHit, error) {
 	if len(moves) == 0 {
 		return nil, nil
 	}
+	hits, scalars, err := c.valuesCopies(moves)
+	if err != nil {
+		return nil, err
+	}
+	hits = append(hits, c.commentCopies(moves, scalars)...)
+	paths, links, err := c.otherFiles()
+	if err != nil {
+		return nil, fmt.Errorf("searching %s for copies of old digests: %w", c.dir, err)
+	}
+	for _, path := range paths {
+		found, err := fileCopies(path, links[path], moves)
+		if err != nil {
+			return nil, err
+		}
+		hits = append(hits, found...)
+	}
+	if err := conflicts(hits); err != nil {
+		return nil, err
+	}
+	return hits, nil
+}
+
+// valuesCopies finds old digests in the scalars of values.yaml other than
+// the pins and their tags, and returns the byte spans of every scalar (the
+// rest of the file is comments and syntax).
+func (c *chart) valuesCopies(moves map[string]*move) ([]copyHit, [][2]int, error) {
 	own := map[*yaml.Node]bool{}
 	for _, s := range c.pins {
 		own[s.Node] = true
 		own[s.TagNode] = true
 	}
 	var hits []copyHit
-	var scalars [][2]int // byte spans of every scalar of values.yaml
+	var scalars [][2]int
 	err := c.values.Walk(func(_ string, key, v *yaml.Node) error {
 		for _, n := range []*yaml.Node{key, v} {
 			if n == nil || n.Kind != yaml.ScalarNode {
@@ -104,12 +130,14 @@ func (c *chart) findCopies() ([]copyHit, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	hits = append(hits, c.commentCopies(moves, scalars)...)
-	var paths []string
-	links := map[string]bool{}
+	return hits, scalars, err
+}
+
+// otherFiles lists, sorted, every file of the chart directory but
+// values.yaml and those under dot directories; links are the ones reached
+// through a symbolic link.
+func (c *chart) otherFiles() (paths []string, links map[string]bool, err error) {
+	links = map[string]bool{}
 	err = filepath.WalkDir(c.dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -142,52 +170,59 @@ func (c *chart) findCopies() ([]copyHit, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("searching %s for copies of old digests: %w", c.dir, err)
-	}
 	sort.Strings(paths)
-	for _, path := range paths {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("searching %s for copies of old digests: %w; make it readable or remove it from the chart", path, err)
-		}
-		if fi.Size() > maxCopyFile {
-			return nil, fmt.Errorf("searching %s for copies of old digests: %d bytes, larger than the %d MiB searched; it may hold a stale digest: remove it from the chart directory or check it by hand", path, fi.Size(), maxCopyFile>>20)
-		}
-		data, err := chartfile.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("searching %s for copies of old digests: %w; make it readable or remove it from the chart", path, err)
-		}
-		if bytes.IndexByte(data, 0) >= 0 {
-			continue // binary (a packaged subchart): no text line to rewrite
-		}
-		for i, line := range bytes.SplitAfter(data, []byte("\n")) {
-			for _, m := range moves {
-				if bytes.Contains(line, []byte(m.oldHex)) {
-					_, oldTok, newTok := rewrite(string(line), moves)
-					h := copyHit{
-						CopyChange: CopyChange{File: path, Line: i + 1, Pin: m.pin, Old: oldTok, New: newTok},
-						conflict:   m.conflict,
-					}
-					if links[path] {
-						h.New, h.keep = "", "reached through a symbolic link: listed, never rewritten through it; update its target by hand"
-					}
-					hits = append(hits, h)
-					break
+	return paths, links, err
+}
+
+// fileCopies finds old digests in the lines of one file other than
+// values.yaml; a copy reached through a link is listed, never rewritten.
+func fileCopies(path string, link bool, moves map[string]*move) ([]copyHit, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("searching %s for copies of old digests: %w; make it readable or remove it from the chart", path, err)
+	}
+	if fi.Size() > maxCopyFile {
+		return nil, fmt.Errorf("searching %s for copies of old digests: %d bytes, larger than the %d MiB searched; it may hold a stale digest: remove it from the chart directory or check it by hand", path, fi.Size(), maxCopyFile>>20)
+	}
+	data, err := chartfile.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("searching %s for copies of old digests: %w; make it readable or remove it from the chart", path, err)
+	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		return nil, nil // binary (a packaged subchart): no text line to rewrite
+	}
+	var hits []copyHit
+	for i, line := range bytes.SplitAfter(data, []byte("\n")) {
+		for _, m := range moves {
+			if bytes.Contains(line, []byte(m.oldHex)) {
+				_, oldTok, newTok := rewrite(string(line), moves)
+				h := copyHit{
+					CopyChange: CopyChange{File: path, Line: i + 1, Pin: m.pin, Old: oldTok, New: newTok},
+					conflict:   m.conflict,
 				}
+				if link {
+					h.New, h.keep = "", "reached through a symbolic link: listed, never rewritten through it; update its target by hand"
+				}
+				hits = append(hits, h)
+				break
 			}
 		}
 	}
-	var conflicts []string
+	return hits, nil
+}
+
+// conflicts refuses copies of an old digest that two pins move to different digests.
+func conflicts(hits []copyHit) error {
+	var lines []string
 	for _, h := range hits {
 		if h.conflict != "" {
-			conflicts = append(conflicts, fmt.Sprintf("  %s:%d: %s: %s", h.File, h.Line, h.Old, h.conflict))
+			lines = append(lines, fmt.Sprintf("  %s:%d: %s: %s", h.File, h.Line, h.Old, h.conflict))
 		}
 	}
-	if len(conflicts) > 0 {
-		return nil, fmt.Errorf("copies of an old digest that moves to two different digests; fix them by hand:\n%s", strings.Join(conflicts, "\n"))
+	if len(lines) > 0 {
+		return fmt.Errorf("copies of an old digest that moves to two different digests; fix them by hand:\n%s", strings.Join(lines, "\n"))
 	}
-	return hits, nil
+	return nil
 }
 
 // rewrite replaces every old digest in s. A full reference

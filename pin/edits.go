@@ -20,6 +20,42 @@ func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
 		return nil, err
 	}
 	defer c.drop()
+	edits := c.pinEdits(log)
+	if err := c.checkShared(edits); err != nil {
+		return nil, err
+	}
+	for _, s := range c.pins {
+		if s.refused != nil {
+			c.res.Refused = append(c.res.Refused, *s.refused)
+		}
+	}
+	copies, err := c.findCopies()
+	if err != nil {
+		return nil, err
+	}
+	if len(copies) > 0 && !opts.RewriteCopies {
+		c.refuseCopies(copies)
+		copies = nil
+	}
+	files, err := c.changedFiles(edits, copies)
+	if err != nil {
+		return nil, err
+	}
+	c.report(copies)
+	if len(files) == 0 {
+		return nil, nil
+	}
+	bumped, err := c.bump(opts, files)
+	if err != nil {
+		return nil, err
+	}
+	return bumped, nil
+}
+
+// pinEdits renders each resolved pin's new value, holds the pins whose
+// when: is false, and returns the edits of the pins and tags that move. In
+// discovery a pin that cannot follow its moving block is refused.
+func (c *chart) pinEdits(log *slog.Logger) []yamledit.Edit {
 	var edits []yamledit.Edit
 	moved := map[string]bool{} // image blocks with a moving pin
 	for _, s := range c.pins {
@@ -60,29 +96,17 @@ func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
 			s.refuse(s.At, fmt.Errorf("its block moves but this pin cannot follow it: %s", k))
 		}
 	}
-	if err := c.checkShared(edits); err != nil {
-		return nil, err
-	}
-	for _, s := range c.pins {
-		if s.refused != nil {
-			c.res.Refused = append(c.res.Refused, *s.refused)
-		}
-	}
+	return edits
+}
 
-	copies, err := c.findCopies()
-	if err != nil {
-		return nil, err
-	}
-	if len(copies) > 0 && !opts.RewriteCopies {
-		c.refuseCopies(copies)
-		copies = nil
-	}
+// changedFiles applies the edits and the copies in values.yaml to its bytes
+// and rewrites the copies in the chart's other files.
+func (c *chart) changedFiles(edits []yamledit.Edit, copies []copyHit) ([]FileChange, error) {
 	for _, cp := range copies {
 		if cp.node != nil {
 			edits = append(edits, yamledit.Edit{Node: cp.node, Value: cp.newValue})
 		}
 	}
-
 	var files []FileChange
 	if len(edits) > 0 {
 		after, err := c.values.Apply(edits...)
@@ -97,8 +121,11 @@ func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
 	if err != nil {
 		return nil, err
 	}
-	files = append(files, other...)
+	return append(files, other...), nil
+}
 
+// report records the chart's pins, skips and copies in its result.
+func (c *chart) report(copies []copyHit) {
 	c.res.Skipped = c.skips
 	for _, s := range c.pins {
 		if (s.Problem != "" && s.held == "") || s.refused != nil {
@@ -117,14 +144,6 @@ func (c *chart) edits(opts Options, log *slog.Logger) ([]FileChange, error) {
 	for _, cp := range copies {
 		c.res.Copies = append(c.res.Copies, cp.CopyChange)
 	}
-	if len(files) == 0 {
-		return nil, nil
-	}
-	bumped, err := c.bump(opts, files)
-	if err != nil {
-		return nil, err
-	}
-	return bumped, nil
 }
 
 // value is a scalar's current text ("" for null).

@@ -298,13 +298,37 @@ func relTo(base, p string) string {
 // one-line splices, so before and after mostly pair line by line; a block
 // of unequal length is shown as a replacement.
 func unified(aName, bName string, a, b []byte) string {
-	al, bl := lines(a), lines(b)
-	type op struct {
-		kind byte // ' ', '-', '+'
-		text string
-		ai   int
-		bi   int
+	ops := diffOps(lines(a), lines(b))
+	minusFirst(ops)
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "--- %s\n+++ %s\n", aName, bName)
+	for i := 0; i < len(ops); {
+		if ops[i].kind == ' ' {
+			i++
+			continue
+		}
+		start, end := max(i-diffContext, 0), hunkEnd(ops, i)
+		writeHunk(&out, ops[start:end])
+		i = end
 	}
+	return out.String()
+}
+
+// diffOp is one line of a diff: kept, removed or added, at line ai of the
+// old text and bi of the new.
+type diffOp struct {
+	kind byte // ' ', '-', '+'
+	text string
+	ai   int
+	bi   int
+}
+
+// diffContext is the lines of context around a change.
+const diffContext = 3
+
+// diffOps lines up al and bl: the common prefix and suffix are kept, and a
+// middle of equal length is compared line by line, else replaced whole.
+func diffOps(al, bl []string) []diffOp {
 	pre := 0
 	for pre < len(al) && pre < len(bl) && al[pre] == bl[pre] {
 		pre++
@@ -313,31 +337,35 @@ func unified(aName, bName string, a, b []byte) string {
 	for suf < len(al)-pre && suf < len(bl)-pre && al[len(al)-1-suf] == bl[len(bl)-1-suf] {
 		suf++
 	}
-	var ops []op
+	var ops []diffOp
 	for i := 0; i < pre; i++ {
-		ops = append(ops, op{' ', al[i], i, i})
+		ops = append(ops, diffOp{' ', al[i], i, i})
 	}
 	am, bm := al[pre:len(al)-suf], bl[pre:len(bl)-suf]
 	if len(am) == len(bm) {
 		for i := range am {
 			if am[i] == bm[i] {
-				ops = append(ops, op{' ', am[i], pre + i, pre + i})
+				ops = append(ops, diffOp{' ', am[i], pre + i, pre + i})
 				continue
 			}
-			ops = append(ops, op{'-', am[i], pre + i, pre + i}, op{'+', bm[i], pre + i, pre + i})
+			ops = append(ops, diffOp{'-', am[i], pre + i, pre + i}, diffOp{'+', bm[i], pre + i, pre + i})
 		}
 	} else {
 		for i := range am {
-			ops = append(ops, op{'-', am[i], pre + i, pre})
+			ops = append(ops, diffOp{'-', am[i], pre + i, pre})
 		}
 		for i := range bm {
-			ops = append(ops, op{'+', bm[i], pre + len(am), pre + i})
+			ops = append(ops, diffOp{'+', bm[i], pre + len(am), pre + i})
 		}
 	}
 	for i := 0; i < suf; i++ {
-		ops = append(ops, op{' ', al[len(al)-suf+i], len(al) - suf + i, len(bl) - suf + i})
+		ops = append(ops, diffOp{' ', al[len(al)-suf+i], len(al) - suf + i, len(bl) - suf + i})
 	}
-	// reorder each run of paired -/+ so all - lines precede the + lines
+	return ops
+}
+
+// minusFirst reorders each run of paired -/+ so all - lines precede the + lines.
+func minusFirst(ops []diffOp) {
 	for i := 0; i < len(ops); {
 		if ops[i].kind == ' ' {
 			i++
@@ -347,7 +375,7 @@ func unified(aName, bName string, a, b []byte) string {
 		for j < len(ops) && ops[j].kind != ' ' {
 			j++
 		}
-		run := append([]op(nil), ops[i:j]...)
+		run := append([]diffOp(nil), ops[i:j]...)
 		k := i
 		for _, o := range run {
 			if o.kind == '-' {
@@ -363,64 +391,61 @@ func unified(aName, bName string, a, b []byte) string {
 		}
 		i = j
 	}
-	const ctx = 3
-	var out bytes.Buffer
-	fmt.Fprintf(&out, "--- %s\n+++ %s\n", aName, bName)
-	for i := 0; i < len(ops); {
-		if ops[i].kind == ' ' {
-			i++
+}
+
+// hunkEnd is the end of the hunk whose first change is ops[i]: changes
+// closer than 2*diffContext lines share one hunk.
+func hunkEnd(ops []diffOp, i int) int {
+	end := i
+	for end < len(ops) {
+		if ops[end].kind != ' ' {
+			end++
 			continue
 		}
-		start := max(i-ctx, 0)
-		end := i
-		for end < len(ops) {
-			if ops[end].kind != ' ' {
-				end++
-				continue
-			}
-			// stop when the next change is more than 2*ctx lines away
-			k := end
-			for k < len(ops) && ops[k].kind == ' ' {
-				k++
-			}
-			if k == len(ops) || k-end > 2*ctx {
-				end = min(end+ctx, len(ops))
-				break
-			}
-			end = k
+		// stop when the next change is more than 2*diffContext lines away
+		k := end
+		for k < len(ops) && ops[k].kind == ' ' {
+			k++
 		}
-		aStart, bStart, aLen, bLen := -1, -1, 0, 0
-		for _, o := range ops[start:end] {
-			if o.kind != '+' {
-				if aStart < 0 {
-					aStart = o.ai
-				}
-				aLen++
-			}
-			if o.kind != '-' {
-				if bStart < 0 {
-					bStart = o.bi
-				}
-				bLen++
-			}
+		if k == len(ops) || k-end > 2*diffContext {
+			return min(end+diffContext, len(ops))
 		}
-		if aStart < 0 {
-			aStart = ops[start].ai - 1
-		}
-		if bStart < 0 {
-			bStart = ops[start].bi - 1
-		}
-		fmt.Fprintf(&out, "@@ -%s +%s @@\n", hunkRange(aStart, aLen), hunkRange(bStart, bLen))
-		for _, o := range ops[start:end] {
-			out.WriteByte(o.kind)
-			out.WriteString(o.text)
-			if !strings.HasSuffix(o.text, "\n") {
-				out.WriteString("\n\\ No newline at end of file\n")
-			}
-		}
-		i = end
+		end = k
 	}
-	return out.String()
+	return end
+}
+
+// writeHunk writes one hunk: its @@ header and its lines.
+func writeHunk(out *bytes.Buffer, hunk []diffOp) {
+	aStart, bStart, aLen, bLen := -1, -1, 0, 0
+	for _, o := range hunk {
+		if o.kind != '+' {
+			if aStart < 0 {
+				aStart = o.ai
+			}
+			aLen++
+		}
+		if o.kind != '-' {
+			if bStart < 0 {
+				bStart = o.bi
+			}
+			bLen++
+		}
+	}
+	if aStart < 0 {
+		aStart = hunk[0].ai - 1
+	}
+	if bStart < 0 {
+		bStart = hunk[0].bi - 1
+	}
+	fmt.Fprintf(out, "@@ -%s +%s @@\n", hunkRange(aStart, aLen), hunkRange(bStart, bLen))
+	for _, o := range hunk {
+		out.WriteByte(o.kind)
+		out.WriteString(o.text)
+		if !strings.HasSuffix(o.text, "\n") {
+			out.WriteString("\n\\ No newline at end of file\n")
+		}
+	}
 }
 
 func hunkRange(start, n int) string {
