@@ -128,7 +128,7 @@ func TestRequestsOnline(t *testing.T) {
 			"worker:\n  repository: " + reg.Host + "/team/worker\n  tag: \"2.0\"\n  digest: \"\"\n" +
 			"orphan:\n  tag: \"3.0\"\n  digest: " + api + "\n"),
 	})
-	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}

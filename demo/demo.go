@@ -84,10 +84,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	}
 
 	newResolver := func() (*resolver.Remote, error) {
-		return resolver.New(
-			resolver.WithMirrors(map[string]string{"docker.io": host, "ghcr.io": host}),
-			resolver.WithInsecureRegistries(host),
-		)
+		return resolver.New(resolver.Options{Mirrors: map[string]string{"docker.io": host, "ghcr.io": host}, InsecureRegistries: []string{host}})
 	}
 	r, err := newResolver()
 	if err != nil {

@@ -31,7 +31,7 @@ func BenchmarkCheck200Pins(b *testing.B) {
 	b.ResetTimer()
 	heads := 0
 	for i := 0; i < b.N; i++ {
-		r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -106,7 +106,7 @@ func byPath(t *testing.T, rep *drift.Report) map[string]drift.Item {
 // requests the registry saw: one HEAD per unique float, no GET of a manifest.
 func checkClassifications(t *testing.T, push *registrytest.Pusher, host string, rec *registrytest.Recorder) {
 	f := writeChart(t, push, host)
-	r, err := resolver.New(resolver.WithInsecureRegistries(host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{host}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestClassificationsDistribution(t *testing.T) {
 func TestDistributionWithAuth(t *testing.T) {
 	d := registrytest.StartDistribution(t, registrytest.DistributionOptions{Htpasswd: map[string]string{"ci": "s3cret"}})
 	f := writeChart(t, &d.Pusher, d.Host)
-	anon, err := resolver.New(resolver.WithInsecureRegistries(d.Host), resolver.WithKeychain(resolver.StaticKeychain("ci", "wrong")))
+	anon, err := resolver.New(resolver.Options{InsecureRegistries: []string{d.Host}, Keychain: resolver.StaticKeychain("ci", "wrong")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestDistributionWithAuth(t *testing.T) {
 	if rep.Count(drift.Unresolved) != 6 {
 		t.Errorf("%d UNRESOLVED with bad credentials, want 6", rep.Count(drift.Unresolved))
 	}
-	good, err := resolver.New(resolver.WithInsecureRegistries(d.Host), resolver.WithKeychain(resolver.StaticKeychain("ci", "s3cret")))
+	good, err := resolver.New(resolver.Options{InsecureRegistries: []string{d.Host}, Keychain: resolver.StaticKeychain("ci", "s3cret")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestRegistryTimeoutIsUnresolved(t *testing.T) {
 		}
 		return registrytest.Fault{}
 	})
-	r, err := resolver.New(resolver.WithInsecureRegistries(p.Host), resolver.WithRequestTimeout(300*time.Millisecond), resolver.WithRetry(2, 10*time.Millisecond, 10*time.Millisecond))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{p.Host}, RequestTimeout: 300 * time.Millisecond, RetryAttempts: 2, RetryBase: 10 * time.Millisecond, RetryMax: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestAcknowledgedThenExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(now time.Time) drift.Item {
-		r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +277,7 @@ func TestAcknowledgedThenExpired(t *testing.T) {
 }
 
 func TestZeroPinsAndUnreadableAreInputErrors(t *testing.T) {
-	r, err := resolver.New()
+	r, err := resolver.New(resolver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestShowTagsListsOncePerRepository(t *testing.T) {
 	data, _ := os.ReadFile(filepath.Join(f.dir, "values.yaml"))
 	data = append(data, []byte("sidecar:\n  repository: "+reg.Host+"/team/worker\n  tag: latest\n  digest: "+f.workerOld+"\n")...)
 	os.WriteFile(filepath.Join(f.dir, "values.yaml"), data, 0o644)
-	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +370,7 @@ func TestConfigSettlesWhatDiscoveryRefuses(t *testing.T) {
 	dir := t.TempDir()
 	values := "app:\n  repository: " + reg.Host + "/team/app\n  tag: \"1.0\"\n  digest: " + d + "\n  sha: " + strings.TrimPrefix(d, "sha256:") + "\n"
 	os.WriteFile(filepath.Join(dir, "values.yaml"), []byte(values), 0o644)
-	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func TestAcknowledgeThePinKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +445,7 @@ func TestVersionsRangeAndFollows(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func() map[string]drift.Item {
-		r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,7 +483,7 @@ func TestHeldPinIsReportedNotResolved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}

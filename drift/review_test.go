@@ -28,7 +28,7 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 
 func newResolver(t *testing.T, host string) *resolver.Remote {
 	t.Helper()
-	r, err := resolver.New(resolver.WithInsecureRegistries(host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{host}})
 	if err != nil {
 		t.Fatal(err)
 	}

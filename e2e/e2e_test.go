@@ -706,7 +706,7 @@ func (w *world) mirrors() map[string]string {
 // newResolver is the resolver a command builds from --registry-mirror and
 // --insecure-registry.
 func (w *world) newResolver() (*resolver.Remote, error) {
-	return resolver.New(resolver.WithMirrors(w.mirrors()), resolver.WithInsecureRegistries(w.host), resolver.WithLogger(discard()))
+	return resolver.New(resolver.Options{Mirrors: w.mirrors(), InsecureRegistries: []string{w.host}, Logger: discard()})
 }
 
 // runRelease is `chartpin release` in checkout dir (cmd/chartpin/release.go):

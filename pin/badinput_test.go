@@ -28,7 +28,7 @@ func TestBadInput(t *testing.T) {
 		return "app:\n  image:\n    repository: " + host + "/team/app\n    tag: \"" + tag + "\"\n    digest: " + digest + "\n"
 	}
 	online := func(hosts ...string) resolver.Interface {
-		r, err := resolver.New(resolver.WithInsecureRegistries(hosts...))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: hosts})
 		if err != nil {
 			t.Fatal(err)
 		}

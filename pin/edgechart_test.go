@@ -163,7 +163,7 @@ func newEdgeChart(t *testing.T, singleArch084 bool) *edgeChart {
 
 func (s *edgeChart) resolver(t *testing.T) *resolver.Remote {
 	t.Helper()
-	r, err := resolver.New(resolver.WithInsecureRegistries(s.reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{s.reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestOneHeadPerUniqueRef(t *testing.T) {
 			"d:\n  image:\n    registry: " + reg.Host + "\n    repository: team/tool\n    tag: \"2.0\"\n    sha: \"\"\n",
 	})
 	reg.Reset()
-	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestMultiChartAllOrNothing(t *testing.T) {
 	files["chartpin.yaml"] = "charts:\n  - dir: a\n    images: [{at: image}]\n  - dir: b\n    images: [{at: image}]\n"
 	writeTree(t, root, files)
 	before := hashTree(t, root)
-	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}

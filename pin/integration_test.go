@@ -26,7 +26,7 @@ func TestPinAgainstDistribution(t *testing.T) {
 			"        versions: \">=0.8.0 <=0.8.4\"\n        platforms: [linux/amd64, linux/arm64]\n",
 	})
 	newResolver := func() *resolver.Remote {
-		r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithKeychain(resolver.StaticKeychain("release", "s3cret")))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}, Keychain: resolver.StaticKeychain("release", "s3cret")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestPinAgainstDistribution(t *testing.T) {
 
 	// Wrong credentials: refused, named, nothing written.
 	before := hashTree(t, dir)
-	bad, err := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithKeychain(resolver.StaticKeychain("release", "wrong")))
+	bad, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}, Keychain: resolver.StaticKeychain("release", "wrong")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func TestQuotedKeyPaths(t *testing.T) {
 	reg := registrytest.New(t)
 	d1 := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
 	d2 := reg.PushIndex(t, "team/app", "2.0", "linux/amd64", "linux/arm64")
-	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func platformsChart(t *testing.T, host, pinned, cfg string) (dir string, values 
 
 func onlineResolver(t *testing.T, host string) resolver.Interface {
 	t.Helper()
-	r, err := resolver.New(resolver.WithInsecureRegistries(host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{host}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func TestVerifyAgainstDistribution(t *testing.T) {
 		return dir, filepath.Join(dir, "chartpin.yaml")
 	}
 	plan := func(cfg string) (*Result, *resolver.Remote, error) {
-		r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithKeychain(resolver.StaticKeychain("release", "s3cret")))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}, Keychain: resolver.StaticKeychain("release", "s3cret")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func TestVerifyKeyless(t *testing.T) {
 		return dir, filepath.Join(dir, "chartpin.yaml")
 	}
 	plan := func(cfg string) (*Result, *resolver.Remote, error) {
-		r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 		if err != nil {
 			t.Fatal(err)
 		}

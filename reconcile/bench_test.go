@@ -50,7 +50,7 @@ func benchInstall(b *testing.B, e *env, f *File, digests map[string]string) {
 }
 
 func benchDigests(b *testing.B, e *env, f *File, tag string) map[string]string {
-	r, err := resolver.New(resolver.WithInsecureRegistries(e.reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{e.reg.Host}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func BenchmarkTick50(b *testing.B) {
 				benchInstall(b, e, f, running)
 				e.client.ClearActions()
 				e.reg.Reset()
-				res, err := resolver.New(resolver.WithInsecureRegistries(e.reg.Host))
+				res, err := resolver.New(resolver.Options{InsecureRegistries: []string{e.reg.Host}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -262,7 +262,7 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 	tick := func() (*Result, error) {
 		// As the CLI wires it: the pull secrets the chart names answer first.
 		kc := NewPullSecrets()
-		res, err := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithMirrors(map[string]string{"docker.io": reg.Host}), resolver.WithKeychain(kc))
+		res, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}, Mirrors: map[string]string{"docker.io": reg.Host}, Keychain: kc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -391,7 +391,7 @@ func testTickOnRealServer(t *testing.T, srv *kubetest.Server, admin kubernetes.I
 	// A new build whose rollout never completes: attempt counted, exit 1.
 	latest["chartpin/resource-monitor"] = reg.PushIndex(t, "chartpin/resource-monitor", "dev", "linux/amd64", "linux/arm64")
 	ctl.Stuck.Store(true)
-	r, _ := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithMirrors(map[string]string{"docker.io": reg.Host}))
+	r, _ := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}, Mirrors: map[string]string{"docker.io": reg.Host}})
 	rc, _ := New(sa, r, options(func(o *Options) { o.PollInterval, o.RolloutTimeout = 20*time.Millisecond, 300*time.Millisecond }))
 	_, err = rc.Tick(ctx, f)
 	if err == nil || !strings.Contains(err.Error(), "rollout of DaemonSet node-agents/rel-resource-monitor") {
@@ -446,7 +446,7 @@ func BenchmarkTick50RealAPIServer(b *testing.B) {
 		b.Fatal(err)
 	}
 	tick := func(b *testing.B) *Result {
-		res, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+		res, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -290,7 +290,7 @@ func fleetTick(ctx context.Context, e *env, f *File, host string, rt http.RoundT
 	if tr, ok := rt.(*http.Transport); ok {
 		defer tr.CloseIdleConnections() // the tick's process exits
 	}
-	res, err := resolver.New(resolver.WithInsecureRegistries(host), resolver.WithTransport(rt))
+	res, err := resolver.New(resolver.Options{InsecureRegistries: []string{host}, Transport: rt})
 	if err != nil {
 		return err
 	}

@@ -65,9 +65,16 @@ func (e *env) add(objs ...runtime.Object) {
 }
 
 // resolver is a fresh Remote (one tick's worth of dedup) for the env's registry.
-func (e *env) resolver(opts ...resolver.Option) *resolver.Remote {
+func (e *env) resolver() *resolver.Remote {
 	e.t.Helper()
-	r, err := resolver.New(append([]resolver.Option{resolver.WithInsecureRegistries(e.reg.Host)}, opts...)...)
+	return e.resolverWith(resolver.Options{})
+}
+
+// resolverWith is resolver with o, speaking plain HTTP to the env's registry too.
+func (e *env) resolverWith(o resolver.Options) *resolver.Remote {
+	e.t.Helper()
+	o.InsecureRegistries = append(o.InsecureRegistries, e.reg.Host)
+	r, err := resolver.New(o)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 // the workloads' imagePullSecrets). It answers a registry the way the kubelet
 // picks pull credentials: the most specific matching key wins (host globs like
 // *.example.com, port, then path prefix), and a Docker Hub image also matches
-// index.docker.io. Pass it to the resolver (resolver.WithKeychain) and to the
+// index.docker.io. Pass it to the resolver (resolver.Options.Keychain) and to the
 // Reconciler (WithPullSecrets). Unlike the kubelet, which tries every match
 // until a pull succeeds, it offers only the first: a refusal fails the tick.
 type PullSecrets struct {

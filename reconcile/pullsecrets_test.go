@@ -122,8 +122,7 @@ func (e *env) authTick(reg *registrytest.Registry, f *File) (*Result, error) {
 	e.t.Helper()
 	e.client.ClearActions()
 	kc := NewPullSecrets()
-	res, err := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithKeychain(authn.NewMultiKeychain(kc, authn.DefaultKeychain)),
-		resolver.WithLogger(slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	res, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}, Keychain: authn.NewMultiKeychain(kc, authn.DefaultKeychain), Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		e.t.Fatal(err)
 	}

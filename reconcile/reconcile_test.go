@@ -300,7 +300,7 @@ targets:
 }
 
 func TestRegistryMirrorFlagResolvesThroughTheResolver(t *testing.T) {
-	// The file names the upstream; --registry-mirror (resolver.WithMirrors)
+	// The file names the upstream; --registry-mirror (resolver.Options.Mirrors)
 	// sends the HEAD to the mirror, and the pin keeps the pulled reference.
 	e := newEnv(t)
 	upstream := registrytest.New(t)
@@ -311,7 +311,7 @@ func TestRegistryMirrorFlagResolvesThroughTheResolver(t *testing.T) {
 	e.add(deployment(ns, "jm", 1, containers("api", repo+":dev")), pod(ns, "jm", 0, "api", repo+"@sha256:"+strings.Repeat("0", 64)))
 	upstream.Reset()
 	e.reg.Reset()
-	res := e.resolver(resolver.WithInsecureRegistries(upstream.Host), resolver.WithMirrors(map[string]string{upstream.Host: e.reg.Host}))
+	res := e.resolverWith(resolver.Options{InsecureRegistries: []string{upstream.Host}, Mirrors: map[string]string{upstream.Host: e.reg.Host}})
 	if _, err := e.reconciler(res).Tick(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
@@ -652,7 +652,7 @@ func TestHungRegistryAndAPIFailTheTick(t *testing.T) {
 
 	// A hung registry: the per-request timeout ends it.
 	e := newEnv(t)
-	res, err := resolver.New(resolver.WithInsecureRegistries(host), resolver.WithRequestTimeout(100*time.Millisecond))
+	res, err := resolver.New(resolver.Options{InsecureRegistries: []string{host}, RequestTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -668,7 +668,7 @@ func TestHungRegistryAndAPIFailTheTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	rr, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestVerifyOnRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	tick := func() (*Result, error) {
-		res, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+		res, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -95,7 +95,7 @@ func (w *world) options(t testing.TB, dir string, dry bool) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := resolver.New(resolver.WithInsecureRegistries(w.reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{w.reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func BenchmarkResolveAll(b *testing.B) {
 	var wall time.Duration
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		r, err := resolver.New(resolver.WithInsecureRegistries(proxy.Host), resolver.WithConcurrency(benchConcurrency))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{proxy.Host}, Concurrency: benchConcurrency})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func BenchmarkResolveAllBearer(b *testing.B) {
 	var wall time.Duration
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		r, err := resolver.New(resolver.WithInsecureRegistries(proxy.Host), resolver.WithConcurrency(benchConcurrency))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{proxy.Host}, Concurrency: benchConcurrency})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func BenchmarkOneByOneFreshClient(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
 		for _, ref := range refs {
-			r, err := resolver.New(resolver.WithInsecureRegistries(proxy.Host))
+			r, err := resolver.New(resolver.Options{InsecureRegistries: []string{proxy.Host}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -171,7 +171,7 @@ func BenchmarkResolveVersusCrane(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		proxy.Reset()
 		start := time.Now()
-		r, err := resolver.New(resolver.WithInsecureRegistries(proxy.Host), resolver.WithConcurrency(benchConcurrency))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{proxy.Host}, Concurrency: benchConcurrency})
 		if err != nil {
 			b.Fatal(err)
 		}

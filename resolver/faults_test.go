@@ -28,14 +28,18 @@ func newFaultRig(t *testing.T) *faultRig {
 	return &faultRig{reg: reg, proxy: proxy, digest: d, ref: proxy.Host + "/app:1"}
 }
 
-// remote retries fast (1ms backoff) so that tests stay quick; 4 attempts.
-func (f *faultRig) remote(t *testing.T, opts ...resolver.Option) *resolver.Remote {
+// remote retries fast (1ms backoff) so that tests stay quick; 4 attempts
+// and a 2s request timeout unless o says otherwise.
+func (f *faultRig) remote(t *testing.T, o resolver.Options) *resolver.Remote {
 	t.Helper()
-	r, err := resolver.New(append([]resolver.Option{
-		resolver.WithInsecureRegistries(f.proxy.Host),
-		resolver.WithRetry(4, time.Millisecond, 4*time.Millisecond),
-		resolver.WithRequestTimeout(2 * time.Second),
-	}, opts...)...)
+	o.InsecureRegistries = append(o.InsecureRegistries, f.proxy.Host)
+	if o.RetryAttempts == 0 {
+		o.RetryAttempts, o.RetryBase, o.RetryMax = 4, time.Millisecond, 4*time.Millisecond
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 2 * time.Second
+	}
+	r, err := resolver.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,7 @@ func (f *faultRig) exact(t *testing.T, r *resolver.Remote) resolver.Stats {
 func TestFault429RetryAfterHonoured(t *testing.T) {
 	f := newFaultRig(t)
 	f.onManifests("HEAD", first(1), registrytest.Fault{Status: 429, Header: http.Header{"Retry-After": {"1"}}})
-	r := f.remote(t)
+	r := f.remote(t, resolver.Options{})
 	start := time.Now()
 	img, err := r.Resolve(context.Background(), f.ref)
 	waited := time.Since(start)
@@ -93,7 +97,7 @@ func TestFault429RetryAfterHonoured(t *testing.T) {
 func TestFault429BeyondCapFailsAtOnce(t *testing.T) {
 	f := newFaultRig(t)
 	f.onManifests("HEAD", always, registrytest.Fault{Status: 429, Header: http.Header{"Retry-After": {"120"}}})
-	r := f.remote(t, resolver.WithRetryAfterCap(10*time.Second))
+	r := f.remote(t, resolver.Options{RetryAfterCap: 10 * time.Second})
 	_, err := r.Resolve(context.Background(), f.ref)
 	if !errors.Is(err, resolver.ErrRateLimited) {
 		t.Fatalf("err = %v, want ErrRateLimited", err)
@@ -110,7 +114,7 @@ func TestFault429BeyondCapFailsAtOnce(t *testing.T) {
 
 func TestFault429KeepsRegistryMessage(t *testing.T) {
 	f := newFaultRig(t)
-	r := f.remote(t)
+	r := f.remote(t, resolver.Options{})
 	ctx := context.Background()
 	img, err := r.Resolve(ctx, f.ref)
 	if err != nil {
@@ -130,7 +134,7 @@ func TestFault429KeepsRegistryMessage(t *testing.T) {
 func TestFault429UntilAttemptsRunOut(t *testing.T) {
 	f := newFaultRig(t)
 	f.onManifests("HEAD", always, registrytest.Fault{Status: 429, Header: http.Header{"Retry-After": {"0"}}})
-	r := f.remote(t)
+	r := f.remote(t, resolver.Options{})
 	_, err := r.Resolve(context.Background(), f.ref)
 	if !errors.Is(err, resolver.ErrRateLimited) || !strings.Contains(err.Error(), "after 4 attempt(s)") {
 		t.Fatalf("err = %v, want ErrRateLimited after 4 attempts", err)
@@ -144,7 +148,7 @@ func TestFault503(t *testing.T) {
 	t.Run("transient", func(t *testing.T) {
 		f := newFaultRig(t)
 		f.onManifests("HEAD", first(2), registrytest.Fault{Status: 503, Body: "busy"})
-		r := f.remote(t)
+		r := f.remote(t, resolver.Options{})
 		img, err := r.Resolve(context.Background(), f.ref)
 		if err != nil || img.Digest != f.digest {
 			t.Fatalf("%+v, %v", img, err)
@@ -156,7 +160,7 @@ func TestFault503(t *testing.T) {
 	t.Run("persistent", func(t *testing.T) {
 		f := newFaultRig(t)
 		f.onManifests("HEAD", always, registrytest.Fault{Status: 503})
-		r := f.remote(t)
+		r := f.remote(t, resolver.Options{})
 		_, err := r.Resolve(context.Background(), f.ref)
 		if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), f.ref) {
 			t.Fatalf("err = %v, want a 503 naming the ref", err)
@@ -173,7 +177,7 @@ func TestFault503(t *testing.T) {
 			}
 			return registrytest.Fault{}
 		})
-		r := f.remote(t)
+		r := f.remote(t, resolver.Options{})
 		if img, err := r.Resolve(context.Background(), f.ref); err != nil || img.Digest != f.digest {
 			t.Fatalf("%+v, %v", img, err)
 		}
@@ -187,7 +191,7 @@ func TestFaultSlowPastTimeout(t *testing.T) {
 	t.Run("once", func(t *testing.T) {
 		f := newFaultRig(t)
 		f.onManifests("HEAD", first(1), registrytest.Fault{Delay: time.Minute})
-		r := f.remote(t, resolver.WithRequestTimeout(150*time.Millisecond))
+		r := f.remote(t, resolver.Options{RequestTimeout: 150 * time.Millisecond})
 		img, err := r.Resolve(context.Background(), f.ref)
 		if err != nil || img.Digest != f.digest {
 			t.Fatalf("%+v, %v", img, err)
@@ -199,7 +203,7 @@ func TestFaultSlowPastTimeout(t *testing.T) {
 	t.Run("always", func(t *testing.T) {
 		f := newFaultRig(t)
 		f.onManifests("HEAD", always, registrytest.Fault{Delay: time.Minute})
-		r := f.remote(t, resolver.WithRequestTimeout(100*time.Millisecond), resolver.WithRetry(3, time.Millisecond, time.Millisecond))
+		r := f.remote(t, resolver.Options{RequestTimeout: 100 * time.Millisecond, RetryAttempts: 3, RetryBase: time.Millisecond, RetryMax: time.Millisecond})
 		_, err := r.Resolve(context.Background(), f.ref)
 		if err == nil || !strings.Contains(err.Error(), "per-request timeout") || !strings.Contains(err.Error(), "after 3 attempts") {
 			t.Fatalf("err = %v, want a per-request timeout after 3 attempts", err)
@@ -214,7 +218,7 @@ func TestFaultDroppedConnection(t *testing.T) {
 	t.Run("once", func(t *testing.T) {
 		f := newFaultRig(t)
 		f.onManifests("HEAD", first(1), registrytest.Fault{Drop: true})
-		r := f.remote(t)
+		r := f.remote(t, resolver.Options{})
 		img, err := r.Resolve(context.Background(), f.ref)
 		if err != nil || img.Digest != f.digest {
 			t.Fatalf("%+v, %v", img, err)
@@ -226,7 +230,7 @@ func TestFaultDroppedConnection(t *testing.T) {
 	t.Run("always", func(t *testing.T) {
 		f := newFaultRig(t)
 		f.onManifests("HEAD", always, registrytest.Fault{Drop: true})
-		r := f.remote(t)
+		r := f.remote(t, resolver.Options{})
 		_, err := r.Resolve(context.Background(), f.ref)
 		if err == nil || !strings.Contains(err.Error(), "gave up after 4 attempts") {
 			t.Fatalf("err = %v, want failure after 4 attempts", err)
@@ -241,7 +245,7 @@ func TestFaultDroppedConnection(t *testing.T) {
 func TestFaultHeadWithoutDigestHeader(t *testing.T) {
 	f := newFaultRig(t)
 	f.onManifests("HEAD", always, registrytest.Fault{StripHeaders: []string{"Docker-Content-Digest"}})
-	r := f.remote(t)
+	r := f.remote(t, resolver.Options{})
 	ctx := context.Background()
 	img, err := r.Resolve(ctx, f.ref)
 	if err != nil || img.Digest != f.digest || !img.IsIndex() {
@@ -259,7 +263,7 @@ func TestFaultHeadWithoutDigestHeader(t *testing.T) {
 func TestFaultCallerGivesUpDuringBackoff(t *testing.T) {
 	f := newFaultRig(t)
 	f.onManifests("HEAD", always, registrytest.Fault{Status: 429, Header: http.Header{"Retry-After": {"20"}}})
-	r := f.remote(t)
+	r := f.remote(t, resolver.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	time.AfterFunc(200*time.Millisecond, cancel)
@@ -275,7 +279,7 @@ func TestFaultCallerGivesUpDuringBackoff(t *testing.T) {
 func TestFault429PastTheCallersDeadlineFailsAtOnce(t *testing.T) {
 	f := newFaultRig(t)
 	f.onManifests("HEAD", always, registrytest.Fault{Status: 429, Header: http.Header{"Retry-After": {"20"}}})
-	r := f.remote(t)
+	r := f.remote(t, resolver.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := r.Resolve(ctx, f.ref)
@@ -290,7 +294,7 @@ func TestFault429PastTheCallersDeadlineFailsAtOnce(t *testing.T) {
 func TestFaultCallerDeadlineBoundsTheRequest(t *testing.T) {
 	f := newFaultRig(t)
 	f.onManifests("HEAD", always, registrytest.Fault{Delay: time.Minute})
-	r := f.remote(t, resolver.WithRequestTimeout(time.Minute))
+	r := f.remote(t, resolver.Options{RequestTimeout: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	_, err := r.Resolve(ctx, f.ref)

@@ -60,7 +60,7 @@ func TestDistributionResolvesIndexDigests(t *testing.T) {
 		"single:1": reg.PushImage(t, "single", "1"),
 	}
 	proxy := registrytest.NewProxy(t, reg.Host)
-	r, err := resolver.New(resolver.WithInsecureRegistries(proxy.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{proxy.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestDistributionBasicAuth(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	resolve := func(kc authn.Keychain) (resolver.Image, error) {
-		r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host), resolver.WithKeychain(kc), resolver.WithLogger(logger))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}, Keychain: kc, Logger: logger})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestDistributionDockerConfigAndCredentialHelper(t *testing.T) {
 	want := reg.PushIndex(t, "app", "1", "linux/amd64")
 	ctx := context.Background()
 	resolve := func() (resolver.Image, error) {
-		r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host)) // default keychain: DOCKER_CONFIG
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}}) // default keychain: DOCKER_CONFIG
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -85,8 +85,7 @@ func TestLockRoundTrip(t *testing.T) {
 	multi := origin.PushIndex(t, "app", "1", "linux/amd64", "linux/arm64")
 	single := origin.PushImage(t, "tool", "2")
 	mirrored := mirror.PushIndex(t, "lib/x", "3", "linux/arm64")
-	r, err := resolver.New(resolver.WithInsecureRegistries(origin.Host, mirror.Host),
-		resolver.WithMirrors(map[string]string{"docker.io": mirror.Host}))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{origin.Host, mirror.Host}, Mirrors: map[string]string{"docker.io": mirror.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +136,7 @@ func TestLockRecordsReplacedPinsAndTags(t *testing.T) {
 	reg := registrytest.New(t)
 	old := reg.PushIndex(t, "app", "0.9", "linux/amd64", "linux/arm64")
 	cur := reg.PushIndex(t, "app", "1.0", "linux/amd64", "linux/arm64", "linux/s390x")
-	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}

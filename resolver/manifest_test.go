@@ -18,7 +18,7 @@ func TestManifestReadsAndVerifiesOnce(t *testing.T) {
 	reg := registrytest.New(t)
 	d := reg.PushIndex(t, "app", "1.0", "linux/amd64", "linux/arm64/v8")
 	reg.Reset()
-	r := newRemote(t, reg)
+	r := newRemote(t, reg, resolver.Options{})
 	ctx := context.Background()
 	for range 3 {
 		m, err := r.Manifest(ctx, reg.Host+"/app:1.0@"+d)
@@ -78,7 +78,7 @@ func TestManifestRefusesWhatARegistrySaysButDoesNotServe(t *testing.T) {
 		{"platform with a workflow command", registrytest.Lie{}, "command", `invalid platform part "::error::pwned"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := newRemote(t, reg)
+			r := newRemote(t, reg, resolver.Options{})
 			ctx := context.Background()
 			reg.Lie(c.lie)
 			defer reg.Lie(registrytest.Lie{})

@@ -1,17 +1,79 @@
 package resolver
 
 import (
-	"fmt"
+	"cmp"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/chartpin/chartpin/internal/failure"
 )
 
-// Option configures a Remote.
-type Option func(*options) error
+// Options configure a Remote; the zero value of each field is its default.
+type Options struct {
+	// Concurrency bounds the requests in flight (default 8).
+	Concurrency int
+	// PerRegistryLimit bounds the requests in flight to one registry
+	// (default 8, at most Concurrency).
+	PerRegistryLimit int
+	// Mirrors resolves refs of a registry against its mirror, the registry
+	// that serves the pull (e.g. {"docker.io": "mirror.local:5000"}).
+	Mirrors map[string]string
+	// InsecureRegistries are the hosts spoken to over plain HTTP, exactly these.
+	InsecureRegistries []string
+	// Keychain is where credentials come from (default: Docker config).
+	Keychain authn.Keychain
+	// Transport is the base HTTP transport (tests use it to inject faults;
+	// default: http.DefaultTransport's settings with more idle connections).
+	Transport http.RoundTripper
+	// RequestTimeout bounds each registry request attempt (default 30s).
+	RequestTimeout time.Duration
+	// RetryAttempts is how often a request is sent at most, with an
+	// exponential backoff between tries from RetryBase doubling up to
+	// RetryMax. All three zero: 4 attempts (one try, three retries), 500ms
+	// up to 5s.
+	RetryAttempts       int
+	RetryBase, RetryMax time.Duration
+	// RetryAfterCap is the longest Retry-After a 429 may ask for before the
+	// resolver gives up with ErrRateLimited instead of waiting (default 30s).
+	RetryAfterCap time.Duration
+	// Logger logs every request and decision (default: discard).
+	Logger *slog.Logger
+}
 
+// Validate checks the options by themselves; errors name option fields.
+func (o Options) Validate() error {
+	var err error
+	switch {
+	case o.Concurrency < 0:
+		err = failure.Optionf("{{Concurrency}} %d: want at least 1", o.Concurrency)
+	case o.PerRegistryLimit < 0:
+		err = failure.Optionf("{{PerRegistryLimit}} %d: want at least 1", o.PerRegistryLimit)
+	case o.RequestTimeout < 0:
+		err = failure.Optionf("{{RequestTimeout}} %s: want more than zero", o.RequestTimeout)
+	case o.RetryAttempts < 0 || o.RetryBase < 0 || o.RetryMax < o.RetryBase || o.RetryAttempts == 0 && o.RetryMax > 0:
+		err = failure.Optionf("{{RetryAttempts}} %d, backoff {{RetryBase}} %s up to {{RetryMax}} %s: want attempts ≥ 1 and 0 ≤ base ≤ max",
+			o.RetryAttempts, o.RetryBase, o.RetryMax)
+	case o.RetryAfterCap < 0:
+		err = failure.Optionf("{{RetryAfterCap}} %s: want zero or more", o.RetryAfterCap)
+	}
+	if err == nil {
+		for from, to := range o.Mirrors {
+			if from == "" || to == "" {
+				err = failure.Optionf("{{Mirrors}} %q=%q: want FROM=TO", from, to)
+				break
+			}
+		}
+	}
+	if err != nil {
+		return failure.Input(err)
+	}
+	return nil
+}
+
+// options are Options with the defaults filled in and the hosts canonical.
 type options struct {
 	concurrency    int
 	perRegistry    int
@@ -35,131 +97,44 @@ func defaultTransport() http.RoundTripper {
 	return t
 }
 
-func makeOptions(opts ...Option) (options, error) {
+func makeOptions(in Options) (options, error) {
+	if err := in.Validate(); err != nil {
+		return options{}, err
+	}
 	o := options{
-		concurrency:    8,
-		perRegistry:    8,
+		concurrency:    cmp.Or(in.Concurrency, 8),
+		perRegistry:    cmp.Or(in.PerRegistryLimit, 8),
 		mirrors:        map[string]string{},
 		insecure:       map[string]bool{},
-		keychain:       authn.DefaultKeychain,
-		transport:      defaultTransport(),
-		requestTimeout: 30 * time.Second,
+		keychain:       in.Keychain,
+		transport:      in.Transport,
+		requestTimeout: cmp.Or(in.RequestTimeout, 30*time.Second),
 		attempts:       4,
 		backoffBase:    500 * time.Millisecond,
 		backoffMax:     5 * time.Second,
-		retryAfterCap:  30 * time.Second,
-		logger:         slog.New(slog.DiscardHandler),
+		retryAfterCap:  cmp.Or(in.RetryAfterCap, 30*time.Second),
+		logger:         in.Logger,
 	}
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return o, err
-		}
+	if in.RetryAttempts > 0 {
+		o.attempts, o.backoffBase, o.backoffMax = in.RetryAttempts, in.RetryBase, in.RetryMax
+	}
+	if o.keychain == nil {
+		o.keychain = authn.DefaultKeychain
+	}
+	if o.transport == nil {
+		o.transport = defaultTransport()
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	for from, to := range in.Mirrors {
+		o.mirrors[canonicalHost(from)] = to
+	}
+	for _, h := range in.InsecureRegistries {
+		o.insecure[canonicalHost(h)] = true
 	}
 	if o.perRegistry > o.concurrency {
 		o.perRegistry = o.concurrency
 	}
 	return o, nil
-}
-
-// WithConcurrency bounds the requests in flight (default 8).
-func WithConcurrency(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("concurrency %d: want at least 1", n)
-		}
-		o.concurrency = n
-		return nil
-	}
-}
-
-// WithPerRegistryLimit bounds the requests in flight to one registry (default 8).
-func WithPerRegistryLimit(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("per-registry limit %d: want at least 1", n)
-		}
-		o.perRegistry = n
-		return nil
-	}
-}
-
-// WithMirrors resolves refs of a registry against its mirror, the registry
-// that serves the pull (e.g. {"docker.io": "mirror.local:5000"}).
-func WithMirrors(m map[string]string) Option {
-	return func(o *options) error {
-		for from, to := range m {
-			if from == "" || to == "" {
-				return fmt.Errorf("mirror %q=%q: want FROM=TO", from, to)
-			}
-			o.mirrors[canonicalHost(from)] = to
-		}
-		return nil
-	}
-}
-
-// WithInsecureRegistries allows plain HTTP to exactly these hosts.
-func WithInsecureRegistries(hosts ...string) Option {
-	return func(o *options) error {
-		for _, h := range hosts {
-			o.insecure[canonicalHost(h)] = true
-		}
-		return nil
-	}
-}
-
-// WithKeychain sets where credentials come from (default: Docker config).
-func WithKeychain(k authn.Keychain) Option {
-	return func(o *options) error { o.keychain = k; return nil }
-}
-
-// WithTransport sets the base HTTP transport (tests use it to inject faults).
-func WithTransport(t http.RoundTripper) Option {
-	return func(o *options) error {
-		if t == nil {
-			return fmt.Errorf("transport: want a non-nil http.RoundTripper")
-		}
-		o.transport = t
-		return nil
-	}
-}
-
-// WithRequestTimeout bounds each registry request attempt (default 30s).
-func WithRequestTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("request timeout %s: want more than zero", d)
-		}
-		o.requestTimeout = d
-		return nil
-	}
-}
-
-// WithRetry sets how often a request is sent at most (default 4: one try and
-// three retries) and the exponential backoff between tries: base doubling up
-// to max (default 500ms up to 5s).
-func WithRetry(attempts int, base, max time.Duration) Option {
-	return func(o *options) error {
-		if attempts < 1 || base < 0 || max < base {
-			return fmt.Errorf("retry %d attempts, backoff %s..%s: want attempts ≥ 1 and 0 ≤ base ≤ max", attempts, base, max)
-		}
-		o.attempts, o.backoffBase, o.backoffMax = attempts, base, max
-		return nil
-	}
-}
-
-// WithRetryAfterCap is the longest Retry-After a 429 may ask for before the
-// resolver gives up with ErrRateLimited instead of waiting (default 30s).
-func WithRetryAfterCap(d time.Duration) Option {
-	return func(o *options) error {
-		if d < 0 {
-			return fmt.Errorf("retry-after cap %s: want zero or more", d)
-		}
-		o.retryAfterCap = d
-		return nil
-	}
-}
-
-// WithLogger logs every request and decision (default: discard).
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error { o.logger = l; return nil }
 }

@@ -44,8 +44,8 @@ type Remote struct {
 }
 
 // New returns a Remote configured by opts.
-func New(opts ...Option) (*Remote, error) {
-	o, err := makeOptions(opts...)
+func New(opts Options) (*Remote, error) {
+	o, err := makeOptions(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -20,9 +20,11 @@ import (
 	"github.com/chartpin/chartpin/resolver"
 )
 
-func newRemote(t *testing.T, reg *registrytest.Registry, opts ...resolver.Option) *resolver.Remote {
+// newRemote is a Remote with o that speaks plain HTTP to reg.
+func newRemote(t *testing.T, reg *registrytest.Registry, o resolver.Options) *resolver.Remote {
 	t.Helper()
-	r, err := resolver.New(append([]resolver.Option{resolver.WithInsecureRegistries(reg.Host)}, opts...)...)
+	o.InsecureRegistries = append(o.InsecureRegistries, reg.Host)
+	r, err := resolver.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func TestResolveIndexDigestWithOneHEAD(t *testing.T) {
 	reg := registrytest.New(t)
 	want := reg.PushIndex(t, "app", "1.0", "linux/amd64", "linux/arm64")
 	reg.Reset()
-	r := newRemote(t, reg)
+	r := newRemote(t, reg, resolver.Options{})
 	ctx := context.Background()
 	for i := 0; i < 5; i++ {
 		img, err := r.Resolve(ctx, reg.Host+"/app:1.0")
@@ -72,7 +74,7 @@ func TestResolveIndexDigestWithOneHEAD(t *testing.T) {
 func TestResolveMissingTagNamesRef(t *testing.T) {
 	reg := registrytest.New(t)
 	reg.PushIndex(t, "app", "1.0", "linux/amd64")
-	_, err := newRemote(t, reg).Resolve(context.Background(), reg.Host+"/app:9.9")
+	_, err := newRemote(t, reg, resolver.Options{}).Resolve(context.Background(), reg.Host+"/app:9.9")
 	if !errors.Is(err, resolver.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
@@ -84,7 +86,7 @@ func TestResolveMissingTagNamesRef(t *testing.T) {
 func TestPlainHTTPOnlyForInsecureHosts(t *testing.T) {
 	reg := registrytest.New(t)
 	reg.PushIndex(t, "app", "1.0", "linux/amd64")
-	r, err := resolver.New()
+	r, err := resolver.New(resolver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestPlainHTTPOnlyForInsecureHosts(t *testing.T) {
 func TestSingleArchFailsPlatformCheck(t *testing.T) {
 	reg := registrytest.New(t)
 	reg.PushImage(t, "one", "1")
-	r := newRemote(t, reg)
+	r := newRemote(t, reg, resolver.Options{})
 	ctx := context.Background()
 	img, err := r.Resolve(ctx, reg.Host+"/one:1")
 	if err != nil {
@@ -140,7 +142,7 @@ func TestMediaTypes(t *testing.T) {
 		{"docker-image", reg.PushImage(t, "docker-image", "1"), "application/vnd.docker.distribution.manifest.v2+json", false},
 		{"oci-image", reg.PushOCIImage(t, "oci-image", "1"), "application/vnd.oci.image.manifest.v1+json", false},
 	}
-	r := newRemote(t, reg)
+	r := newRemote(t, reg, resolver.Options{})
 	ctx := context.Background()
 	for _, c := range cases {
 		img, err := r.Resolve(ctx, reg.Host+"/"+c.repo+":1")
@@ -161,7 +163,7 @@ func TestMediaTypes(t *testing.T) {
 func TestDigestRef(t *testing.T) {
 	reg := registrytest.New(t)
 	want := reg.PushIndex(t, "app", "1.0", "linux/amd64", "linux/arm64")
-	r := newRemote(t, reg)
+	r := newRemote(t, reg, resolver.Options{})
 	ctx := context.Background()
 	img, err := r.Resolve(ctx, reg.Host+"/app@"+want)
 	if err != nil {
@@ -201,7 +203,7 @@ func TestDedupAcrossManyRefs(t *testing.T) {
 		}
 	}
 	reg.Reset()
-	r := newRemote(t, reg)
+	r := newRemote(t, reg, resolver.Options{})
 	ctx := context.Background()
 	// Many callers at once, as several charts naming the same images would.
 	var wg sync.WaitGroup
@@ -236,7 +238,7 @@ func TestPlatformsOncePerDigest(t *testing.T) {
 	reg.Tag(t, "app", d, "latest")
 	reg.Tag(t, "app", d, "stable")
 	reg.Reset()
-	r := newRemote(t, reg)
+	r := newRemote(t, reg, resolver.Options{})
 	images, err := resolver.ResolveEach(context.Background(), r,
 		[]string{reg.Host + "/app:1", reg.Host + "/app:latest", reg.Host + "/app:stable", reg.Host + "/app:1"},
 		[]string{"linux/amd64", "linux/arm64"})
@@ -266,8 +268,7 @@ func TestConcurrencyBound(t *testing.T) {
 	for _, c := range []struct{ global, perRegistry, want int }{{3, 8, 3}, {8, 2, 2}, {8, 8, 8}} {
 		proxy := registrytest.NewProxy(t, reg.Host)
 		proxy.SetDelay(100 * time.Millisecond)
-		r, err := resolver.New(resolver.WithInsecureRegistries(proxy.Host),
-			resolver.WithConcurrency(c.global), resolver.WithPerRegistryLimit(c.perRegistry))
+		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{proxy.Host}, Concurrency: c.global, PerRegistryLimit: c.perRegistry})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,8 +296,7 @@ func TestMirrorsResolveFromTheServingRegistry(t *testing.T) {
 	origin.Reset()
 	mirror.Reset()
 	ctx := context.Background()
-	r, err := resolver.New(resolver.WithInsecureRegistries(origin.Host, mirror.Host),
-		resolver.WithMirrors(map[string]string{origin.Host: mirror.Host}))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{origin.Host, mirror.Host}, Mirrors: map[string]string{origin.Host: mirror.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestMirrorsResolveFromTheServingRegistry(t *testing.T) {
 		t.Errorf("platforms read from the mirror: %v, %v; origin saw %d requests", plats, err, origin.Count(""))
 	}
 	// … while a Remote without the mirror reports the origin's digest, not the mirror's.
-	plain := newRemote(t, origin)
+	plain := newRemote(t, origin, resolver.Options{})
 	img, err = plain.Resolve(ctx, origin.Host+"/library/app:1")
 	if err != nil || img.Digest != fromOrigin || img.Source != img.Ref {
 		t.Errorf("unmirrored resolve = %+v, %v; want the origin's digest %s", img, err, fromOrigin)
@@ -352,7 +352,7 @@ func TestInsecureRegistryNeverTriesHTTPS(t *testing.T) {
 	want := reg.PushIndex(t, "app", "1", "linux/amd64")
 	reg.Reset()
 	rec := &schemeRecorder{}
-	r := newRemote(t, reg, resolver.WithTransport(rec))
+	r := newRemote(t, reg, resolver.Options{Transport: rec})
 	img, err := r.Resolve(context.Background(), reg.Host+"/app:1")
 	if err != nil || img.Digest != want {
 		t.Fatalf("%+v, %v", img, err)
@@ -367,7 +367,7 @@ func TestSecureRegistryNeverFallsBackToHTTP(t *testing.T) {
 	reg.PushIndex(t, "app", "1", "linux/amd64")
 	reg.Reset()
 	rec := &schemeRecorder{}
-	r, err := resolver.New(resolver.WithTransport(rec), resolver.WithRetry(1, 0, 0))
+	r, err := resolver.New(resolver.Options{Transport: rec, RetryAttempts: 1, RetryBase: 0, RetryMax: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestTags(t *testing.T) {
 		reg.PushImage(t, "app", tag)
 	}
 	reg.Reset()
-	r := newRemote(t, reg)
+	r := newRemote(t, reg, resolver.Options{})
 	for i := 0; i < 3; i++ {
 		tags, err := r.Tags(context.Background(), reg.Host+"/app")
 		if err != nil || strings.Join(tags, ",") != "0.8.10,0.8.4,latest" {
@@ -408,7 +408,7 @@ func TestBearerTokenOncePerRepository(t *testing.T) {
 		}
 	}
 	reg.Reset()
-	r := newRemote(t, reg)
+	r := newRemote(t, reg, resolver.Options{})
 	if _, err := resolver.ResolveAll(context.Background(), r, refs); err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestBearerTokenWithCredentials(t *testing.T) {
 		{authn.NewMultiKeychain(), false}, // anonymous: the token endpoint refuses
 		{resolver.StaticKeychain("robot", "token-secret"), true},
 	} {
-		r := newRemote(t, reg, resolver.WithKeychain(c.kc))
+		r := newRemote(t, reg, resolver.Options{Keychain: c.kc})
 		img, err := r.Resolve(context.Background(), reg.Host+"/private/app:1")
 		if c.ok && (err != nil || img.Digest != want) {
 			t.Errorf("right credentials: %+v, %v", img, err)
@@ -445,7 +445,7 @@ func TestCancelledAnswerIsNotKept(t *testing.T) {
 	want := reg.PushIndex(t, "app", "1", "linux/amd64")
 	proxy := registrytest.NewProxy(t, reg.Host)
 	proxy.SetDelay(50 * time.Millisecond)
-	r, err := resolver.New(resolver.WithInsecureRegistries(proxy.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{proxy.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func (f *failingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 
 func TestDockerHubRefsGoToIndexDockerIOOverHTTPS(t *testing.T) {
 	ft := &failingTransport{}
-	r, err := resolver.New(resolver.WithTransport(ft), resolver.WithRetry(1, 0, 0))
+	r, err := resolver.New(resolver.Options{Transport: ft, RetryAttempts: 1, RetryBase: 0, RetryMax: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,8 +487,7 @@ func TestMirrorWithPathPrefix(t *testing.T) {
 	mirror := registrytest.New(t) // a proxy cache that keeps docker.io under a project, as Harbor does
 	want := mirror.PushIndex(t, "dockerhub/library/nginx", "1.27", "linux/amd64", "linux/arm64")
 	mirror.Reset()
-	r, err := resolver.New(resolver.WithInsecureRegistries(mirror.Host),
-		resolver.WithMirrors(map[string]string{"index.docker.io": mirror.Host + "/dockerhub"}))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{mirror.Host}, Mirrors: map[string]string{"index.docker.io": mirror.Host + "/dockerhub"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +502,7 @@ func TestMirrorWithPathPrefix(t *testing.T) {
 
 // A registry that is not there gets a message with the next step, not a bare dial error.
 func TestUnreachableRegistrySaysWhatToCheck(t *testing.T) {
-	r, err := resolver.New(resolver.WithInsecureRegistries("127.0.0.1:1"), resolver.WithRetry(1, time.Millisecond, time.Millisecond))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{"127.0.0.1:1"}, RetryAttempts: 1, RetryBase: time.Millisecond, RetryMax: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,8 +535,7 @@ func TestTokenRealmOverPlainHTTPElsewhereIsRefused(t *testing.T) {
 	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, strings.Replace(addr, "token.example.test", "127.0.0.1", 1))
 	}
-	r, err := resolver.New(resolver.WithInsecureRegistries(host), resolver.WithTransport(base),
-		resolver.WithKeychain(resolver.StaticKeychain("robot", "s3cret")))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{host}, Transport: base, Keychain: resolver.StaticKeychain("robot", "s3cret")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +558,7 @@ func TestIndexThroughMirror(t *testing.T) {
 	reg := registrytest.New(t)
 	want := reg.PushIndex(t, "distroless/static", "nonroot", "linux/amd64", "linux/arm64")
 	reg.Reset()
-	r := newRemote(t, reg, resolver.WithMirrors(map[string]string{"gcr.io": reg.Host}))
+	r := newRemote(t, reg, resolver.Options{Mirrors: map[string]string{"gcr.io": reg.Host}})
 	idx, err := r.Index(context.Background(), "gcr.io/distroless/static:nonroot")
 	if err != nil {
 		t.Fatal(err)
@@ -589,5 +587,27 @@ func TestIndexThroughMirror(t *testing.T) {
 	_, err = r.Index(context.Background(), "gcr.io/distroless/static:missing")
 	if !errors.Is(err, resolver.ErrNotFound) || !strings.Contains(err.Error(), reg.Host+"/distroless/static:missing") {
 		t.Errorf("missing base: %v; want ErrNotFound naming the mirrored ref", err)
+	}
+}
+
+// Options out of range are input errors naming the field, before any
+// request; the zero value takes every default.
+func TestOptionsValidate(t *testing.T) {
+	if _, err := resolver.New(resolver.Options{}); err != nil {
+		t.Fatalf("zero options: %v", err)
+	}
+	for want, o := range map[string]resolver.Options{
+		"Concurrency -1: want at least 1":         {Concurrency: -1},
+		"PerRegistryLimit -2: want at least 1":    {PerRegistryLimit: -2},
+		"RequestTimeout -1s: want more than zero": {RequestTimeout: -time.Second},
+		"RetryAttempts 2, backoff RetryBase 2s up to RetryMax 1s: want attempts ≥ 1 and 0 ≤ base ≤ max": {RetryAttempts: 2, RetryBase: 2 * time.Second, RetryMax: time.Second},
+		"RetryAttempts 0, backoff RetryBase 0s up to RetryMax 1s: want attempts ≥ 1 and 0 ≤ base ≤ max": {RetryMax: time.Second},
+		"RetryAfterCap -1s: want zero or more": {RetryAfterCap: -time.Second},
+		`Mirrors "docker.io"="": want FROM=TO`: {Mirrors: map[string]string{"docker.io": ""}},
+	} {
+		_, err := resolver.New(o)
+		if failure.Code(err) != 2 || err.Error() != want {
+			t.Errorf("New(%+v) = %v (exit %d), want exit 2 and %q", o, err, failure.Code(err), want)
+		}
 	}
 }

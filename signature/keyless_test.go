@@ -96,7 +96,7 @@ func TestKeyless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := newChecker(t, reg.Host)
+	c, _ := newChecker(t, reg.Host, resolver.Options{})
 	ctx := context.Background()
 	reg.Reset()
 	v, err := c.Check(ctx, policy, repo, signed)
@@ -204,7 +204,7 @@ func TestKeylessFromTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := resolver.New(resolver.WithInsecureRegistries(reg.Host))
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
 	if err != nil {
 		t.Fatal(err)
 	}

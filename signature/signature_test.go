@@ -38,9 +38,11 @@ func newKey(t *testing.T) (*cosigned.Key, *signature.Policy) {
 	return k, p
 }
 
-func newChecker(t *testing.T, host string, opts ...resolver.Option) (*signature.Checker, *resolver.Remote) {
+// newChecker checks through a Remote with o that speaks plain HTTP to host.
+func newChecker(t *testing.T, host string, o resolver.Options) (*signature.Checker, *resolver.Remote) {
 	t.Helper()
-	r, err := resolver.New(append([]resolver.Option{resolver.WithInsecureRegistries(host)}, opts...)...)
+	o.InsecureRegistries = append(o.InsecureRegistries, host)
+	r, err := resolver.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestSignedDigestVerifiesWithOneLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Reset()
-	c, _ := newChecker(t, reg.Host)
+	c, _ := newChecker(t, reg.Host, resolver.Options{})
 	ctx := context.Background()
 	for range 3 {
 		v, err := c.Check(ctx, policy, repo, digest)
@@ -125,7 +127,7 @@ func TestRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c, _ := newChecker(t, reg.Host)
+	c, _ := newChecker(t, reg.Host, resolver.Options{})
 	for _, tc := range []struct {
 		name, digest, want string
 	}{
@@ -159,7 +161,7 @@ func TestReferrerSignature(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Reset()
-	c, _ := newChecker(t, reg.Host)
+	c, _ := newChecker(t, reg.Host, resolver.Options{})
 	v, err := c.Check(context.Background(), policy, repo, digest)
 	if err != nil {
 		t.Fatalf("referrer signature refused: %v", err)
@@ -180,7 +182,7 @@ func TestMirrorServesTheSignature(t *testing.T) {
 		t.Fatal(err)
 	}
 	mirror.Reset()
-	c, _ := newChecker(t, mirror.Host, resolver.WithMirrors(map[string]string{"registry.example": mirror.Host}))
+	c, _ := newChecker(t, mirror.Host, resolver.Options{Mirrors: map[string]string{"registry.example": mirror.Host}})
 	if _, err := c.Check(context.Background(), policy, "registry.example/team/app", digest); err != nil {
 		t.Fatalf("signature through the mirror refused: %v", err)
 	}
@@ -216,7 +218,7 @@ func TestDistribution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, r := newChecker(t, reg.Host, resolver.WithKeychain(keychain))
+	c, r := newChecker(t, reg.Host, resolver.Options{Keychain: keychain})
 	ctx := context.Background()
 	v, err := c.Check(ctx, policy, repo, signed)
 	if err != nil || v.Signature != sigDigest {

@@ -127,15 +127,15 @@ func (b buildFlags) build(ctx context.Context, log *slog.Logger) (v1.ImageIndex,
 		Labels:   imagebuild.Labels(b.version),
 	}
 	if b.base != "" {
-		var opts []resolver.Option
+		var opts resolver.Options
 		if b.insecure {
 			ref, err := name.ParseReference(b.base)
 			if err != nil {
 				return nil, fmt.Errorf("--base %q: %w", b.base, err)
 			}
-			opts = append(opts, resolver.WithInsecureRegistries(ref.Context().RegistryStr()))
+			opts.InsecureRegistries = []string{ref.Context().RegistryStr()}
 		}
-		r, err := resolver.New(opts...)
+		r, err := resolver.New(opts)
 		if err != nil {
 			return nil, err
 		}

@@ -139,19 +139,20 @@ func newResolver(c *cli.Context, first ...authn.Keychain) (*resolverSession, err
 		if len(first) > 0 {
 			kc = authn.NewMultiKeychain(append(first, kc)...)
 		}
-		opts := []resolver.Option{
-			resolver.WithMirrors(m),
-			resolver.WithInsecureRegistries(c.StringSlice("insecure-registry")...),
-			resolver.WithKeychain(kc),
-			resolver.WithLogger(logger(c)),
+		// Commands without resolverFlags() read 0 here: the default. A 0
+		// given on purpose is refused, not taken as the default.
+		if c.IsSet("concurrency") && c.Int("concurrency") == 0 {
+			return nil, usage("--concurrency 0: want at least 1")
 		}
-		// Commands without resolverFlags() read 0 here: keep the default.
-		if n := c.Int("concurrency"); n != 0 || c.IsSet("concurrency") {
-			opts = append(opts, resolver.WithConcurrency(n))
-		}
-		s.remote, err = resolver.New(opts...)
+		s.remote, err = resolver.New(resolver.Options{
+			Mirrors:            m,
+			InsecureRegistries: c.StringSlice("insecure-registry"),
+			Keychain:           kc,
+			Logger:             logger(c),
+			Concurrency:        c.Int("concurrency"),
+		})
 		if err != nil {
-			return nil, usage("%w", err)
+			return nil, err
 		}
 		s.Interface = withProgress(c, s.remote)
 	}
