@@ -65,35 +65,9 @@ func TestReconcileCosignCLISignature(t *testing.T) {
 	}
 
 	// The pods run the previous build; the test stands in for the controllers and kubelet.
-	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns, agents}, Pull: func(image string) (string, error) {
-		if d, ok := previous[image[:strings.LastIndex(image, ":")]]; ok {
-			return d, nil
-		}
-		return "", fmt.Errorf("image %s: not in the registry", image)
-	}}
+	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns, agents}, Pull: previousBuild(previous)}
 	ctl.Start(t, ctx)
-	images := func() map[string]string {
-		t.Helper()
-		out := map[string]string{}
-		jm, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-jobs-manager", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range jm.Spec.Template.Spec.Containers {
-			out[c.Name] = c.Image
-		}
-		rp, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-requests-proxy", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out["proxy"] = rp.Spec.Template.Spec.Containers[0].Image
-		ds, err := admin.AppsV1().DaemonSets(agents).Get(ctx, "rel-resource-monitor", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out["resource-monitor"] = ds.Spec.Template.Spec.Containers[0].Image
-		return out
-	}
+	images := func() map[string]string { return exampleImages(t, ctx, admin, ns, agents) }
 	before := images()
 	tick := []string{"--insecure-registry", reg.Host, "reconcile", "--targets", targets,
 		"--kubeconfig", srv.Kubeconfig(t, kubetest.AdminToken), "--rollout-timeout", "30s", "--deadline", "1m"}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/chartpin/chartpin/internal/kubetest"
 	"github.com/chartpin/chartpin/internal/registrytest"
@@ -191,13 +192,7 @@ func TestReconcileCronJobOnAPasswordOnlyRegistry(t *testing.T) {
 	setPassword(pass)
 
 	// Pods run the previous build; the test stands in for the controllers and kubelet.
-	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns, agents}, Pull: func(image string) (string, error) {
-		repo := image[:strings.LastIndex(image, ":")]
-		if d, ok := previous[repo]; ok {
-			return d, nil
-		}
-		return "", fmt.Errorf("image %s: not in the registry", image)
-	}}
+	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns, agents}, Pull: previousBuild(previous)}
 	ctl.Start(t, ctx)
 
 	pod := readCronJob(t, admin, ns, "rel-example-reconcile")
@@ -214,28 +209,7 @@ func TestReconcileCronJobOnAPasswordOnlyRegistry(t *testing.T) {
 			}
 		}
 	}
-	images := func() map[string]string {
-		t.Helper()
-		out := map[string]string{}
-		jm, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-jobs-manager", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range jm.Spec.Template.Spec.Containers {
-			out[c.Name] = c.Image
-		}
-		rp, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-requests-proxy", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out["proxy"] = rp.Spec.Template.Spec.Containers[0].Image
-		ds, err := admin.AppsV1().DaemonSets(agents).Get(ctx, "rel-resource-monitor", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out["resource-monitor"] = ds.Spec.Template.Spec.Containers[0].Image
-		return out
-	}
+	images := func() map[string]string { return exampleImages(t, ctx, admin, ns, agents) }
 	want := func(tags map[string]string) map[string]string {
 		jm, pm, rm := reg.Host+"/chartpin/jobs-manager", reg.Host+"/chartpin/pods-monitor", reg.Host+"/chartpin/resource-monitor"
 		return map[string]string{"api": jm + "@" + tags[jm], "pods-monitor": pm + "@" + tags[pm], "proxy": jm + "@" + tags[jm], "resource-monitor": rm + "@" + tags[rm]}
@@ -296,4 +270,41 @@ func TestReconcileCronJobOnAPasswordOnlyRegistry(t *testing.T) {
 	if err := ctl.Err(); err != nil {
 		t.Error(err)
 	}
+}
+
+// previousBuild is a Pull for stand-in controllers: a tag pulls the digest
+// previous holds for its repository (the build before the one under test).
+func previousBuild(previous map[string]string) func(image string) (string, error) {
+	return func(image string) (string, error) {
+		if d, ok := previous[image[:strings.LastIndex(image, ":")]]; ok {
+			return d, nil
+		}
+		return "", fmt.Errorf("image %s: not in the registry", image)
+	}
+}
+
+// exampleImages is what the example chart's workloads run by spec: each
+// jobs-manager container by name, the requests proxy and the resource
+// monitor (a DaemonSet in agents) by workload.
+func exampleImages(t *testing.T, ctx context.Context, admin kubernetes.Interface, ns, agents string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	jm, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-jobs-manager", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range jm.Spec.Template.Spec.Containers {
+		out[c.Name] = c.Image
+	}
+	rp, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-requests-proxy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["proxy"] = rp.Spec.Template.Spec.Containers[0].Image
+	ds, err := admin.AppsV1().DaemonSets(agents).Get(ctx, "rel-resource-monitor", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["resource-monitor"] = ds.Spec.Template.Spec.Containers[0].Image
+	return out
 }
