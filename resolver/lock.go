@@ -58,10 +58,13 @@ type LockSignature struct {
 	// and its transparency-log bundle (JSON), base64.
 	Certificate string `yaml:"certificate,omitempty"`
 	Bundle      string `yaml:"bundle,omitempty"`
+	// SigstoreBundle is a sigstore bundle (JSON, base64) that verified
+	// instead; it holds its own payload and signature.
+	SigstoreBundle string `yaml:"sigstoreBundle,omitempty"`
 }
 
 // lockSignatureKeys are the keys of a signature: mapping, in writing order.
-var lockSignatureKeys = []string{"manifest", "payload", "signature", "certificate", "bundle"}
+var lockSignatureKeys = []string{"manifest", "payload", "signature", "certificate", "bundle", "sigstoreBundle"}
 
 var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
 
@@ -225,10 +228,11 @@ func (s *LockSignature) validate() error {
 	if !digestRE.MatchString(s.Manifest) {
 		return fmt.Errorf("signature manifest %s is not a sha256 digest", printable(s.Manifest))
 	}
+	simple := s.SigstoreBundle == "" // a payload and its signature, or a bundle
 	for _, f := range []struct {
 		name, v  string
 		required bool
-	}{{"payload", s.Payload, true}, {"signature", s.Signature, true}, {"certificate", s.Certificate, false}, {"bundle", s.Bundle, false}} {
+	}{{"payload", s.Payload, simple}, {"signature", s.Signature, simple}, {"certificate", s.Certificate, false}, {"bundle", s.Bundle, false}, {"sigstoreBundle", s.SigstoreBundle, false}} {
 		if f.v == "" && !f.required {
 			continue
 		}
@@ -380,12 +384,18 @@ func (l *Lock) Bytes() []byte {
 		}
 		if s := e.Signature; s != nil {
 			// Quoted: a base64 string can read as a number or a boolean.
-			fmt.Fprintf(&b, ", signature: {manifest: %s, payload: %q, signature: %q", s.Manifest, s.Payload, s.Signature)
+			fmt.Fprintf(&b, ", signature: {manifest: %s", s.Manifest)
+			if s.SigstoreBundle == "" {
+				fmt.Fprintf(&b, ", payload: %q, signature: %q", s.Payload, s.Signature)
+			}
 			if s.Certificate != "" {
 				fmt.Fprintf(&b, ", certificate: %q", s.Certificate)
 			}
 			if s.Bundle != "" {
 				fmt.Fprintf(&b, ", bundle: %q", s.Bundle)
+			}
+			if s.SigstoreBundle != "" {
+				fmt.Fprintf(&b, ", sigstoreBundle: %q", s.SigstoreBundle)
 			}
 			b.WriteString("}")
 		}

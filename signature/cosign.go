@@ -33,7 +33,11 @@ const (
 
 var zeroTime time.Time
 
-func isSignatureArtifact(t string) bool { return t == SignatureArtifactType }
+// isSignatureArtifact: a cosign signature referrer, or a sigstore bundle
+// (read under a keyless policy only).
+func isSignatureArtifact(t string, p *Policy) bool {
+	return t == SignatureArtifactType || (t == SigstoreBundleArtifactType && p.keyless != nil)
+}
 
 // payload is the part of a simple-signing payload the check needs.
 type payload struct {
@@ -54,6 +58,19 @@ func (c *Checker) verifyManifest(ctx context.Context, p *Policy, repository, dig
 	}
 	var whys []string
 	for _, l := range man.Layers {
+		if string(l.MediaType) == SigstoreBundleArtifactType && p.keyless != nil {
+			data, err := c.src.Blob(ctx, repository, l.Digest.String())
+			if err != nil {
+				whys = append(whys, fmt.Sprintf("reading bundle: %v", err))
+				continue
+			}
+			why := verifyBundle(p, digest, data)
+			if why == "" {
+				return resolver.LockSignature{Manifest: m.Digest, SigstoreBundle: base64.StdEncoding.EncodeToString(data)}, ""
+			}
+			whys = append(whys, why)
+			continue
+		}
 		if string(l.MediaType) != SimpleSigningMediaType {
 			continue
 		}
@@ -70,7 +87,7 @@ func (c *Checker) verifyManifest(ctx context.Context, p *Policy, repository, dig
 		whys = append(whys, why)
 	}
 	if len(whys) == 0 {
-		return resolver.LockSignature{}, "no simple-signing layer"
+		return resolver.LockSignature{}, "no simple-signing layer or sigstore bundle"
 	}
 	return resolver.LockSignature{}, strings.Join(whys, "; ")
 }
@@ -85,6 +102,13 @@ func encodeIfSet(s string) string {
 // verifyRecorded checks a signature a lock file recorded as if the
 // registry had served it.
 func verifyRecorded(p *Policy, digest string, rec resolver.LockSignature) string {
+	if rec.SigstoreBundle != "" {
+		data, err := base64.StdEncoding.DecodeString(rec.SigstoreBundle)
+		if err != nil {
+			return "sigstore bundle is not base64"
+		}
+		return verifyBundle(p, digest, data)
+	}
 	data, err := base64.StdEncoding.DecodeString(rec.Payload)
 	if err != nil {
 		return "payload is not base64"

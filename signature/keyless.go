@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/root"
@@ -112,11 +113,7 @@ func (k *keyless) verify(data, sig []byte, annotations map[string]string) error 
 	if err != nil {
 		return fmt.Errorf("%s: %w", BundleAnnotation, err)
 	}
-	opts := []verify.VerifierOption{verify.WithTransparencyLog(1), verify.WithIntegratedTimestamps(1)}
-	if k.requireSCT {
-		opts = append(opts, verify.WithSignedCertificateTimestamps(1))
-	}
-	v, err := verify.NewVerifier(k.trusted, opts...)
+	v, err := verify.NewVerifier(k.trusted, k.verifierOptions()...)
 	if err != nil {
 		return err
 	}
@@ -147,3 +144,55 @@ func (c *certSigned) HasInclusionPromise() bool           { return c.entry.HasIn
 func (c *certSigned) TlogEntries() ([]*tlog.Entry, error) { return []*tlog.Entry{c.entry}, nil }
 func (c *certSigned) Timestamps() ([][]byte, error)       { return nil, nil }
 func (c *certSigned) Version() (string, error)            { return "cosign-simple-signing", nil }
+
+// The sigstore bundle `cosign sign --new-bundle-format` attaches as an OCI
+// referrer: a DSSE envelope of an in-toto statement naming the digest.
+const (
+	// SigstoreBundleArtifactType is the referrer's artifact type and its layer's media type.
+	SigstoreBundleArtifactType = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	// SignPredicateType is the statement's predicate type for a signature
+	// (other predicates are attestations, not signatures).
+	SignPredicateType = "https://sigstore.dev/cosign/sign/v1"
+)
+
+// verifyBundle checks a sigstore bundle under a keyless policy: certificate,
+// identity and log entry as for a cosign signature, the statement's subject
+// is digest, and it is a signature, not another attestation.
+func verifyBundle(p *Policy, digest string, data []byte) string {
+	k := p.keyless
+	if k == nil {
+		return "a sigstore bundle: only a keyless verify: policy reads them"
+	}
+	var b bundle.Bundle
+	if err := b.UnmarshalJSON(data); err != nil {
+		return fmt.Sprintf("not a sigstore bundle: %v", err)
+	}
+	sum, err := hex.DecodeString(strings.TrimPrefix(digest, "sha256:"))
+	if err != nil {
+		return "not a sha256 digest"
+	}
+	v, err := verify.NewVerifier(k.trusted, k.verifierOptions()...)
+	if err != nil {
+		return err.Error()
+	}
+	res, err := v.Verify(&b, verify.NewPolicy(verify.WithArtifactDigest("sha256", sum), verify.WithCertificateIdentity(k.certID)))
+	if err != nil {
+		return fmt.Sprintf("bundle does not verify: %v", err)
+	}
+	if res.Statement == nil || res.Statement.PredicateType != SignPredicateType {
+		pt := ""
+		if res.Statement != nil {
+			pt = res.Statement.PredicateType
+		}
+		return fmt.Sprintf("bundle is an attestation (predicate %q), not a signature (%s)", pt, SignPredicateType)
+	}
+	return ""
+}
+
+func (k *keyless) verifierOptions() []verify.VerifierOption {
+	opts := []verify.VerifierOption{verify.WithTransparencyLog(1), verify.WithIntegratedTimestamps(1)}
+	if k.requireSCT {
+		opts = append(opts, verify.WithSignedCertificateTimestamps(1))
+	}
+	return opts
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/registry"
+
 	"github.com/chartpin/chartpin/internal/cosigned"
 	"github.com/chartpin/chartpin/internal/cosigned/keyless"
 	"github.com/chartpin/chartpin/internal/registrytest"
@@ -247,5 +249,72 @@ func TestKeylessFromTheLock(t *testing.T) {
 	}
 	if _, err := signature.NewLockChecker(resolver.NewLock()).Check(ctx, policy, repo, digest); !errors.Is(err, signature.ErrUnsigned) || !strings.Contains(err.Error(), "records no signature of it") {
 		t.Errorf("nothing recorded: %v, want refused", err)
+	}
+}
+
+// A sigstore bundle attached as an OCI referrer (cosign sign
+// --new-bundle-format) verifies under a keyless policy, and again from the
+// lock; an attestation of another predicate, a bundle for another digest and
+// another identity's bundle do not; a key policy does not read bundles.
+func TestKeylessBundleReferrer(t *testing.T) {
+	reg := registrytest.New(t, registry.WithReferrersSupport(true))
+	ss, rootPath := newSigstore(t)
+	repo := reg.Host + "/app"
+	push := func(tag string, statement func(digest string) []byte, id string) (string, string) {
+		t.Helper()
+		d := reg.PushIndex(t, "app", tag, "linux/amd64")
+		b, err := ss.Bundle(id, issuer, statement(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := keyless.PushBundle(b, repo, d, insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, ref
+	}
+	sign := func(d string) []byte { return keyless.Statement(repo, d, signature.SignPredicateType) }
+	signed, ref := push("signed", sign, identity)
+	sbom, _ := push("sbom", func(d string) []byte { return keyless.Statement(repo, d, "https://spdx.dev/Document") }, identity)
+	other, _ := push("other", func(string) []byte { return sign(signed) }, identity)
+	theirs, _ := push("theirs", sign, "someone@example.com")
+
+	policy, err := signature.LoadKeyless(identity, issuer, rootPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := resolver.NewLock()
+	c := signature.NewChecker(r).RecordInto(lock)
+	ctx := context.Background()
+	v, err := c.Check(ctx, policy, repo, signed)
+	if err != nil || v.Signature != ref {
+		t.Fatalf("bundle referrer: %+v, %v; want signature %s", v, err, ref)
+	}
+	for _, tc := range []struct{ name, digest, want string }{
+		{"attestation", sbom, `bundle is an attestation (predicate "https://spdx.dev/Document")`},
+		{"another digest", other, "bundle does not verify"},
+		{"another identity", theirs, `expected SAN value "` + identity + `"`},
+	} {
+		if _, err := c.Check(ctx, policy, repo, tc.digest); !errors.Is(err, signature.ErrUnsigned) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a refusal saying %q", tc.name, err, tc.want)
+		}
+	}
+	_, kp := newKey(t)
+	if _, err := c.Check(ctx, kp, repo, signed); !errors.Is(err, signature.ErrUnsigned) || !strings.Contains(err.Error(), "has no signature") {
+		t.Errorf("key policy over a bundle: %v, want no signature found", err)
+	}
+	read, err := resolver.ParseLock("digests.yaml", lock.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, ok := read.Signature(repo, signed); !ok || rec.SigstoreBundle == "" || rec.Manifest != ref {
+		t.Fatalf("lock recorded %+v, %v; want the bundle of %s", rec, ok, ref)
+	}
+	if _, err := signature.NewLockChecker(read).Check(ctx, policy, repo, signed); err != nil {
+		t.Errorf("bundle from the lock: %v", err)
 	}
 }

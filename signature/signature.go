@@ -215,7 +215,7 @@ func (c *Checker) check(ctx context.Context, p *Policy, repository, digest strin
 		return Verified{}, fmt.Errorf("reading signatures of %s@%s: %w", repository, digest, err)
 	}
 	for _, d := range refs {
-		if !isSignatureArtifact(d.ArtifactType) {
+		if !isSignatureArtifact(d.ArtifactType, p) {
 			continue
 		}
 		m, err := c.src.Fetch(ctx, repository+"@"+d.Digest.String())

@@ -9,14 +9,25 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	protobundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
+	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
+	protodsse "github.com/sigstore/protobuf-specs/gen/pb-go/dsse"
+	protorekor "github.com/sigstore/protobuf-specs/gen/pb-go/rekor/v1"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/testing/ca"
 	"github.com/sigstore/sigstore-go/pkg/tlog"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/chartpin/chartpin/internal/cosigned"
 	"github.com/chartpin/chartpin/signature"
@@ -151,4 +162,113 @@ func (s *Sigstore) Push(identity, issuer, repository, digest string, nameOpts []
 		return "", err
 	}
 	return cosigned.PushTag(img, repository, digest, nameOpts, opts...)
+}
+
+// Bundle signs an in-toto statement as identity, as `cosign sign
+// --new-bundle-format` does, and returns the sigstore bundle (v0.3 JSON):
+// a DSSE envelope, the certificate, and the Rekor entry with its inclusion
+// proof and signed entry timestamp.
+func (s *Sigstore) Bundle(identity, issuer string, statement []byte) ([]byte, error) {
+	e, err := s.vs.AttestAtTime(identity, issuer, statement, time.Now().Add(5*time.Minute), true)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := e.SignatureContent()
+	if err != nil {
+		return nil, err
+	}
+	vc, err := e.VerificationContent()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := e.TlogEntries()
+	if err != nil || len(entries) != 1 {
+		return nil, fmt.Errorf("virtual Sigstore: want one log entry, got %d (%v)", len(entries), err)
+	}
+	tle := entries[0].TransparencyLogEntry()
+	logID, err := s.vs.RekorLogID()
+	if err != nil {
+		return nil, err
+	}
+	set, err := s.vs.RekorSignPayload(tlog.RekorPayload{
+		Body:           base64.StdEncoding.EncodeToString(tle.CanonicalizedBody),
+		IntegratedTime: tle.IntegratedTime,
+		LogIndex:       tle.LogIndex,
+		LogID:          logID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	tle.InclusionPromise = &protorekor.InclusionPromise{SignedEntryTimestamp: set}
+	tle.KindVersion = &protorekor.KindVersion{Kind: "dsse", Version: "0.0.1"}
+	env := sc.EnvelopeContent().RawEnvelope()
+	payload, err := base64.StdEncoding.DecodeString(env.Payload)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
+	if err != nil {
+		return nil, err
+	}
+	pb := &protobundle.Bundle{
+		MediaType: signature.SigstoreBundleArtifactType,
+		VerificationMaterial: &protobundle.VerificationMaterial{
+			Content:     &protobundle.VerificationMaterial_Certificate{Certificate: &protocommon.X509Certificate{RawBytes: vc.Certificate().Raw}},
+			TlogEntries: []*protorekor.TransparencyLogEntry{tle},
+		},
+		Content: &protobundle.Bundle_DsseEnvelope{DsseEnvelope: &protodsse.Envelope{
+			Payload:     payload,
+			PayloadType: env.PayloadType,
+			Signatures:  []*protodsse.Signature{{Sig: sig}},
+		}},
+	}
+	return protojson.Marshal(pb)
+}
+
+// Statement is the in-toto statement `cosign sign --new-bundle-format`
+// signs for repository@digest (predicate type predicateType).
+func Statement(repository, digest, predicateType string) []byte {
+	algo, hex, _ := strings.Cut(digest, ":")
+	b, _ := json.Marshal(map[string]any{
+		"_type":         "https://in-toto.io/Statement/v1",
+		"subject":       []any{map[string]any{"name": repository, "digest": map[string]string{algo: hex}}},
+		"predicateType": predicateType,
+		"predicate":     map[string]any{},
+	})
+	return b
+}
+
+// PushBundle pushes a sigstore bundle as an OCI referrer of
+// repository@digest, as cosign does; it returns the referrer's digest.
+func PushBundle(bundle []byte, repository, digest string, nameOpts []name.Option, opts ...remote.Option) (string, error) {
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.MediaType(signature.SigstoreBundleArtifactType))
+	img, err := mutate.Append(img, mutate.Addendum{Layer: static.NewLayer(bundle, types.MediaType(signature.SigstoreBundleArtifactType))})
+	if err != nil {
+		return "", err
+	}
+	subjectRef, err := name.NewDigest(repository+"@"+digest, nameOpts...)
+	if err != nil {
+		return "", err
+	}
+	subject, err := remote.Head(subjectRef, opts...)
+	if err != nil {
+		return "", err
+	}
+	withSubject, ok := mutate.Subject(img, *subject).(v1.Image)
+	if !ok {
+		return "", fmt.Errorf("setting the subject of a bundle")
+	}
+	d, err := withSubject.Digest()
+	if err != nil {
+		return "", err
+	}
+	ref, err := name.NewDigest(repository+"@"+d.String(), nameOpts...)
+	if err != nil {
+		return "", err
+	}
+	if err := remote.Write(ref, withSubject, opts...); err != nil {
+		return "", fmt.Errorf("pushing bundle referrer %s: %w", ref, err)
+	}
+	return d.String(), nil
 }
