@@ -91,10 +91,23 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 		return err
 	}
 
-	fmt.Fprintf(w, "\n== chartpin resolve (%d images the chart declares, plus a single-arch one)\n", len(refs))
-	imgs, err := resolver.ResolveEach(ctx, r, append(refs, single), nil)
+	imgs, err := showResolve(ctx, w, r, append(refs, single))
 	if err != nil {
 		return err
+	}
+	if err := pinTwice(ctx, w, dir, cfgPath, r, newResolver, len(refs)+1); err != nil {
+		return err
+	}
+	return signedRelease(ctx, w, dir, cfgPath, host, imgs, newResolver)
+}
+
+// showResolve resolves refs (the chart's, then a single-arch one) and
+// prints what each names, and the platform check of the last.
+func showResolve(ctx context.Context, w io.Writer, r *resolver.Remote, refs []string) ([]resolver.Image, error) {
+	fmt.Fprintf(w, "\n== chartpin resolve (%d images the chart declares, plus a single-arch one)\n", len(refs)-1)
+	imgs, err := resolver.ResolveEach(ctx, r, refs, nil)
+	if err != nil {
+		return nil, err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REF\tFROM\tDIGEST\tPLATFORMS")
@@ -108,7 +121,13 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	tw.Flush()
 	last := imgs[len(imgs)-1]
 	fmt.Fprintf(w, "platform check on %s: %v\n", last.Ref, resolver.RequirePlatforms(last.Ref, last.Platforms, Platforms))
+	return imgs, nil
+}
 
+// pinTwice pins the copied chart through r and then again through a fresh
+// resolver, which must find nothing to change; unique is how many refs r
+// resolved before.
+func pinTwice(ctx context.Context, w io.Writer, dir, cfgPath string, r *resolver.Remote, newResolver func() (*resolver.Remote, error), unique int) error {
 	fmt.Fprintf(w, "\n== chartpin pin (chart copied to %s)\n", dir)
 	res, err := pin.Plan(ctx, pin.Options{ConfigPath: cfgPath, Resolver: r})
 	if err != nil {
@@ -122,7 +141,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 		fmt.Fprintf(w, "chart %s: version %s -> %s, appVersion %s -> %s\n", c.Name, c.OldVersion, c.NewVersion, c.OldAppVersion, c.NewAppVersion)
 	}
 	s := r.Stats()
-	fmt.Fprintf(w, "registry requests: %d HEAD, %d GET, %d token, %d ping (%d unique refs)\n", s.HEAD, s.GET, s.Token, s.Ping, len(refs)+1)
+	fmt.Fprintf(w, "registry requests: %d HEAD, %d GET, %d token, %d ping (%d unique refs)\n", s.HEAD, s.GET, s.Token, s.Ping, unique)
 
 	fmt.Fprintf(w, "\n== chartpin pin again (idempotent: nothing moved, no bump)\n")
 	r2, err := newResolver()
@@ -137,7 +156,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 		return errors.New("second run wanted to change files: the pin is not idempotent")
 	}
 	fmt.Fprintln(w, "no changes")
-	return signedRelease(ctx, w, dir, cfgPath, host, imgs, newResolver)
+	return nil
 }
 
 // chartRefs lists the unique floats the configured charts pin from.
