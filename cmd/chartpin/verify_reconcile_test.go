@@ -48,40 +48,11 @@ func TestReconcileCronJobRollsOutOnlySigned(t *testing.T) {
 		"reconcile: {rolloutTimeout: 30s, spread: {window: 1s, key: edge-1}}",
 		fmt.Sprintf("images: {jobsManager: {repository: %s, verify: {key: %q}}, podsMonitor: {repository: %s}, requestsProxy: {repository: %s}, resourceMonitor: {repository: %s}}",
 			jm, key.PublicPEM(), pm, jm, rm)))
-	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns, agents}, Pull: func(image string) (string, error) {
-		if _, d, ok := strings.Cut(image, "@"); ok {
-			return d, nil
-		}
-		if d, ok := previous[image[:strings.LastIndex(image, ":")]]; ok {
-			return d, nil
-		}
-		return "", fmt.Errorf("image %s: not in the registry", image)
-	}}
+	ctl := &kubetest.Controllers{Client: admin, Namespaces: []string{ns, agents}, Pull: previousBuild(previous)}
 	ctl.Start(t, ctx)
 	pod := readCronJob(t, admin, ns, "rel-example-reconcile")
 	extra := []string{"KUBECONFIG=" + srv.Kubeconfig(t, token)}
-	images := func() map[string]string {
-		t.Helper()
-		out := map[string]string{}
-		d, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-jobs-manager", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range d.Spec.Template.Spec.Containers {
-			out[c.Name] = c.Image
-		}
-		rp, err := admin.AppsV1().Deployments(ns).Get(ctx, "rel-requests-proxy", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out["proxy"] = rp.Spec.Template.Spec.Containers[0].Image
-		ds, err := admin.AppsV1().DaemonSets(agents).Get(ctx, "rel-resource-monitor", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out["resource-monitor"] = ds.Spec.Template.Spec.Containers[0].Image
-		return out
-	}
+	images := func() map[string]string { return exampleImages(t, ctx, admin, ns, agents) }
 
 	out, errOut, code := pod.run(t, extra, "--insecure-registry", reg.Host)
 	if code != 1 || !strings.Contains(errOut, "Deployment "+ns+"/rel-jobs-manager was not re-imaged") ||
