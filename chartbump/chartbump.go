@@ -194,9 +194,33 @@ func Plan(c *Chart, opts Options) (Change, error) {
 	if err != nil {
 		return ch, err
 	}
+	policy, from, err := c.policy(opts)
+	if err != nil {
+		return ch, err
+	}
+	next, err := c.nextVersion(cur, policy, opts)
+	if err != nil {
+		return ch, err
+	}
+	if !next.v.Equal(cur.v) || next.prefix != cur.prefix {
+		ch.NewVersion = next.String()
+	}
+	if c.AppVersion != nil {
+		if ch.NewAppVersion, err = c.nextAppVersion(next, policy, from, opts); err != nil {
+			return ch, err
+		}
+	}
+	if ch.NewAppVersion != ch.OldAppVersion && ch.NewVersion == ch.OldVersion {
+		return ch, failure.Input(failure.Optionf("%s:%d: appVersion moves from %s to %s but version stays %s; a changed chart needs a new version: pass a bump or {{Version}}", c.Path, c.AppVersion.Line, ch.OldAppVersion, ch.NewAppVersion, ch.OldVersion))
+	}
+	return c.edit(ch)
+}
 
-	policy := opts.AppVersionPolicy
-	from := ""
+// policy is the appVersion policy opts ask for, with auto settled by the
+// chart (lockstep when version equals appVersion today, else keep), and
+// the value of a from: policy.
+func (c *Chart) policy(opts Options) (policy, from string, err error) {
+	policy = opts.AppVersionPolicy
 	switch {
 	case policy == "":
 		policy = PolicyAuto
@@ -204,11 +228,11 @@ func Plan(c *Chart, opts Options) (Change, error) {
 		from = strings.TrimPrefix(policy, PolicyFrom)
 		policy = PolicyFrom
 		if from == "" {
-			return ch, failure.Input(fmt.Errorf("%s: appVersion policy %q has no value after from:", c.Path, opts.AppVersionPolicy))
+			return "", "", failure.Input(fmt.Errorf("%s: appVersion policy %q has no value after from:", c.Path, opts.AppVersionPolicy))
 		}
 	case policy == PolicyAuto || policy == PolicyLockstep || policy == PolicyKeep:
 	default:
-		return ch, failure.Input(fmt.Errorf("%s: unknown appVersion policy %q; want auto, lockstep, keep or from:<value>", c.Path, policy))
+		return "", "", failure.Input(fmt.Errorf("%s: unknown appVersion policy %q; want auto, lockstep, keep or from:<value>", c.Path, policy))
 	}
 	if policy == PolicyAuto {
 		policy = PolicyKeep
@@ -217,12 +241,14 @@ func Plan(c *Chart, opts Options) (Change, error) {
 		}
 	}
 	if c.AppVersion == nil && (policy == PolicyLockstep || policy == PolicyFrom || opts.AppVersion != "") {
-		return ch, failure.Input(fmt.Errorf("%s: the chart has no appVersion to set (policy %s); add an appVersion line or use keep", c.Path, policy))
+		return "", "", failure.Input(fmt.Errorf("%s: the chart has no appVersion to set (policy %s); add an appVersion line or use keep", c.Path, policy))
 	}
+	return policy, from, nil
+}
 
-	// The new version: explicit, bumped, or (lockstep) taken from an
-	// explicit appVersion.
-	next := cur
+// nextVersion is the new version: explicit, bumped, or (lockstep) taken
+// from an explicit appVersion; never lower than cur.
+func (c *Chart) nextVersion(cur version, policy string, opts Options) (version, error) {
 	explicit := opts.Version
 	if explicit == "" && policy == PolicyLockstep && opts.AppVersion != "" {
 		explicit = opts.AppVersion
@@ -231,70 +257,68 @@ func Plan(c *Chart, opts Options) (Change, error) {
 	case explicit != "":
 		v, err := parseVersion(explicit)
 		if err != nil {
-			return ch, failure.Input(fmt.Errorf("%s: new version %q is not a semantic version (X.Y.Z, optional v prefix): %w", c.Path, explicit, err))
+			return cur, failure.Input(fmt.Errorf("%s: new version %q is not a semantic version (X.Y.Z, optional v prefix): %w", c.Path, explicit, err))
 		}
 		if v.v.LessThan(cur.v) {
-			return ch, failure.Input(fmt.Errorf("%s:%d: new version %s is lower than the current %s; chart versions only move forward", c.Path, c.Version.Line, explicit, c.Version.Value))
+			return cur, failure.Input(fmt.Errorf("%s:%d: new version %s is lower than the current %s; chart versions only move forward", c.Path, c.Version.Line, explicit, c.Version.Value))
 		}
-		next = version{v: v.v, prefix: cur.prefix}
 		if v.v.Equal(cur.v) {
-			next = cur // same version: keep its spelling
+			return cur, nil // same version: keep its spelling
 		}
+		return version{v: v.v, prefix: cur.prefix}, nil
 	case opts.Bump != "" && opts.Bump != BumpNone:
 		v, err := bump(cur.v, opts.Bump)
 		if err != nil {
-			return ch, fmt.Errorf("%s: %w", c.Path, err)
+			return cur, fmt.Errorf("%s: %w", c.Path, err)
 		}
-		next = version{v: v, prefix: cur.prefix}
+		return version{v: v, prefix: cur.prefix}, nil
 	}
-	if !next.v.Equal(cur.v) || next.prefix != cur.prefix {
-		ch.NewVersion = next.String()
-	}
+	return cur, nil
+}
 
-	// The new appVersion.
-	if c.AppVersion != nil {
-		old := c.AppVersion.Value
+// nextAppVersion is the new appVersion of a chart that has one, by policy:
+// lockstep follows next, an explicit value wins otherwise, from: sets it.
+func (c *Chart) nextAppVersion(next version, policy, from string, opts Options) (string, error) {
+	old := c.AppVersion.Value
+	switch {
+	case policy == PolicyLockstep:
+		if opts.AppVersion == "" && opts.Version == "" && strings.TrimPrefix(old, "v") != strings.TrimPrefix(c.Version.Value, "v") {
+			return old, failure.Input(failure.Optionf("%s:%d: lockstep chart has version %s but appVersion %s; say which wins with {{Version}} or {{AppVersion}}", c.Path, c.AppVersion.Line, c.Version.Value, old))
+		}
+		if opts.AppVersion != "" {
+			av, err := parseVersion(opts.AppVersion)
+			if err != nil {
+				return old, failure.Input(fmt.Errorf("%s: new appVersion %q of a lockstep chart is not a semantic version: %w", c.Path, opts.AppVersion, err))
+			}
+			if !av.v.Equal(next.v) {
+				return old, failure.Input(fmt.Errorf("%s: lockstep chart: version %s and appVersion %s differ; give one of them, or the same value", c.Path, next, opts.AppVersion))
+			}
+		}
+		if _, err := c.field("appVersion", *c.AppVersion); err != nil && opts.AppVersion == "" && opts.Version == "" {
+			return old, err
+		}
 		switch {
-		case policy == PolicyLockstep:
-			if opts.AppVersion == "" && opts.Version == "" && strings.TrimPrefix(old, "v") != strings.TrimPrefix(c.Version.Value, "v") {
-				return ch, failure.Input(failure.Optionf("%s:%d: lockstep chart has version %s but appVersion %s; say which wins with {{Version}} or {{AppVersion}}", c.Path, c.AppVersion.Line, c.Version.Value, old))
-			}
-			if opts.AppVersion != "" {
-				av, err := parseVersion(opts.AppVersion)
-				if err != nil {
-					return ch, failure.Input(fmt.Errorf("%s: new appVersion %q of a lockstep chart is not a semantic version: %w", c.Path, opts.AppVersion, err))
-				}
-				if !av.v.Equal(next.v) {
-					return ch, failure.Input(fmt.Errorf("%s: lockstep chart: version %s and appVersion %s differ; give one of them, or the same value", c.Path, next, opts.AppVersion))
-				}
-			}
-			if _, err := c.field("appVersion", *c.AppVersion); err != nil && opts.AppVersion == "" && opts.Version == "" {
-				return ch, err
-			}
-			switch {
-			case opts.AppVersion != "":
-				ch.NewAppVersion = opts.AppVersion // spelled as given
-			case strings.TrimPrefix(old, "v") != next.v.String():
-				ch.NewAppVersion = withPrefix(next, old)
-			}
 		case opts.AppVersion != "":
-			if opts.AppVersion != old {
-				ch.NewAppVersion = opts.AppVersion
+			return opts.AppVersion, nil // spelled as given
+		case strings.TrimPrefix(old, "v") != next.v.String():
+			return withPrefix(next, old), nil
+		}
+	case opts.AppVersion != "":
+		return opts.AppVersion, nil
+	case policy == PolicyFrom:
+		v := strings.TrimPrefix(from, "v")
+		if v != strings.TrimPrefix(old, "v") {
+			if strings.HasPrefix(old, "v") {
+				v = "v" + v
 			}
-		case policy == PolicyFrom:
-			v := strings.TrimPrefix(from, "v")
-			if v != strings.TrimPrefix(old, "v") {
-				if strings.HasPrefix(old, "v") {
-					v = "v" + v
-				}
-				ch.NewAppVersion = v
-			}
+			return v, nil
 		}
 	}
-	if ch.NewAppVersion != ch.OldAppVersion && ch.NewVersion == ch.OldVersion {
-		return ch, failure.Input(failure.Optionf("%s:%d: appVersion moves from %s to %s but version stays %s; a changed chart needs a new version: pass a bump or {{Version}}", c.Path, c.AppVersion.Line, ch.OldAppVersion, ch.NewAppVersion, ch.OldVersion))
-	}
+	return old, nil
+}
 
+// edit splices the new version and appVersion into the bytes of Chart.yaml.
+func (c *Chart) edit(ch Change) (Change, error) {
 	var edits []yamledit.Edit
 	if ch.NewVersion != ch.OldVersion {
 		edits = append(edits, yamledit.Edit{Node: c.Version.Node, Value: ch.NewVersion})

@@ -74,23 +74,44 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 		return Pin{}, fmt.Errorf("%s:%d: %s is a list, not an image block or image string", name, at.Line, img.At)
 	}
 	b := block{name: name, path: img.At, node: at, root: root}
+	p, pinKey, tagKey, err := b.configuredKey(img)
+	if err != nil {
+		return Pin{}, err
+	}
+	if img.Follows != "" {
+		// The digest comes from the followed image; the block's own image is informational.
+		p.Repository, _ = b.repository(img.Repository)
+		if tn, err := yamledit.LookupNode(at, tagKey); err == nil && tn.Kind == yaml.ScalarNode {
+			p.Tag, p.TagPath, p.TagLine, p.TagNode = stripDigest(tn.Value), sub(img.At, tagKey), tn.Line, tn
+		}
+		return p, nil
+	}
+	return b.configuredTag(p, img, pinKey, tagKey)
+}
+
+// configuredKey finds the pin scalar of a configured image block (pin:, or
+// the block's one pin key) and its format and digest; tagKey is where its
+// tag is read (tagFrom:, tag, or the pin itself when it holds its tag).
+func (b block) configuredKey(img config.Image) (Pin, string, string, error) {
+	name, at := b.name, b.node
 	tagKey := img.TagFrom
 	if tagKey == "" {
 		tagKey = "tag"
 	}
 	pinKey := img.Pin
 	if pinKey == "" {
+		var err error
 		if pinKey, err = b.defaultPinKey(tagKey); err != nil {
-			return Pin{}, err
+			return Pin{}, "", "", err
 		}
 	}
 	pn, err := yamledit.LookupNode(at, pinKey)
 	if err != nil {
-		return Pin{}, fmt.Errorf("%s:%d: %s has no %s key (%v); chartpin never invents a key: add %s: \"\" to the block",
+		return Pin{}, "", "", fmt.Errorf("%s:%d: %s has no %s key (%v); chartpin never invents a key: add %s: \"\" to the block",
 			name, at.Line, img.At, pinKey, err, pinKey)
 	}
 	if pn.Kind != yaml.ScalarNode {
-		return Pin{}, fmt.Errorf("%s:%d: %s.%s is not a scalar", name, pn.Line, img.At, pinKey)
+		return Pin{}, "", "", fmt.Errorf("%s:%d: %s.%s is not a scalar", name, pn.Line, img.At, pinKey)
 	}
 	value := ""
 	if pn.ShortTag() != "!!null" {
@@ -111,19 +132,19 @@ func configuredPin(name string, root *yaml.Node, img config.Image) (Pin, error) 
 	}
 	p.Digest = digestOf(value)
 	if value != "" && p.Digest == "" && pinKey != tagKey {
-		return Pin{}, fmt.Errorf("%s:%d: %s holds %q, which is not a digest", name, pn.Line, p.Path, value)
+		return Pin{}, "", "", fmt.Errorf("%s:%d: %s holds %q, which is not a digest", name, pn.Line, p.Path, value)
 	}
 	if (p.Format == config.FormatTagDigest || p.Format == config.FormatRefDigest) && pinKey != tagKey {
-		return Pin{}, fmt.Errorf("%s:%d: format %s writes the tag too, so pin: must be the tag key %s (tagFrom)", name, pn.Line, p.Format, tagKey)
+		return Pin{}, "", "", fmt.Errorf("%s:%d: format %s writes the tag too, so pin: must be the tag key %s (tagFrom)", name, pn.Line, p.Format, tagKey)
 	}
-	if img.Follows != "" {
-		// The digest comes from the followed image; the block's own image is informational.
-		p.Repository, _ = b.repository(img.Repository)
-		if tn, err := yamledit.LookupNode(at, tagKey); err == nil && tn.Kind == yaml.ScalarNode {
-			p.Tag, p.TagPath, p.TagLine, p.TagNode = stripDigest(tn.Value), sub(img.At, tagKey), tn.Line, tn
-		}
-		return p, nil
-	}
+	return p, pinKey, tagKey, nil
+}
+
+// configuredTag reads the tag of a configured pin that does not follow
+// another: the float it is resolved from, or the Problem that names why it
+// is unknown.
+func (b block) configuredTag(p Pin, img config.Image, pinKey, tagKey string) (Pin, error) {
+	name, at := b.name, b.node
 	p.Repository, p.Problem = b.repository(img.Repository)
 	tn, err := yamledit.LookupNode(at, tagKey)
 	if err != nil {

@@ -123,83 +123,98 @@ func plural(n int, one, many string) string {
 func (r *Result) Markdown() string {
 	var b strings.Builder
 	for _, c := range r.Charts {
-		fmt.Fprintf(&b, "### %s\n\n", ghactions.Text(c.Name))
-		var moved []Change
-		for _, p := range c.Pins {
-			if p.Changed {
-				moved = append(moved, p)
-			}
-		}
-		if len(moved) == 0 {
-			b.WriteString("No pin changed.\n\n")
-		} else {
-			b.WriteString("| image | tag | old → new digest | platforms |\n|---|---|---|---|\n")
-			for _, p := range moved {
-				// Repository values are rendered as escaped inline code: a
-				// hostile tag must not break the table or inject markup.
-				tag := ghactions.Code(p.Tag)
-				if p.OldTag != "" && p.OldTag != p.Tag {
-					tag = ghactions.Code(p.OldTag) + " → " + ghactions.Code(p.Tag)
-				}
-				fmt.Fprintf(&b, "| %s | %s | %s → %s | %s |\n", ghactions.Code(resolver.RepositoryOf(p.Image)), tag,
-					ghactions.Code(short(p.OldDigest)), ghactions.Code(short(p.NewDigest)), ghactions.Text(strings.Join(p.Platforms, ", ")))
-			}
-			b.WriteString("\n")
-		}
-		if v := versionChange(c, func(a, b string) string { return ghactions.Code(a) + " → " + ghactions.Code(b) }); v != "" {
-			fmt.Fprintf(&b, "Chart %s.\n\n", v)
-		}
-		var rewritten, left []CopyChange
-		for _, cp := range c.Copies {
-			if cp.New == "" {
-				left = append(left, cp)
-			} else {
-				rewritten = append(rewritten, cp)
-			}
-		}
-		if len(rewritten) > 0 {
-			b.WriteString("Copies of old digests rewritten:\n\n")
-			for _, cp := range rewritten {
-				fmt.Fprintf(&b, "- %s\n", ghactions.Code(fmt.Sprintf("%s:%d", relTo(c.Dir, cp.File), cp.Line)))
-			}
-			b.WriteString("\n")
-		}
-		if len(left) > 0 {
-			b.WriteString("Copies of old digests left as they are (values.yaml comments and linked files are never rewritten; update them by hand):\n\n")
-			for _, cp := range left {
-				fmt.Fprintf(&b, "- %s\n", ghactions.Code(fmt.Sprintf("%s:%d", relTo(c.Dir, cp.File), cp.Line)))
-			}
-			b.WriteString("\n")
-		}
-		var held []Change
-		for _, p := range c.Pins {
-			if p.Held != "" {
-				held = append(held, p)
-			}
-		}
-		if len(held) > 0 {
-			b.WriteString("Held (not moved):\n\n")
-			for _, p := range held {
-				fmt.Fprintf(&b, "- %s (%s): %s\n", ghactions.Code(p.Path), ghactions.Text(fmt.Sprintf("%s:%d", relTo(c.Dir, p.File), p.Line)), ghactions.Text(p.Held))
-			}
-			b.WriteString("\n")
-		}
-		if len(c.Refused) > 0 {
-			b.WriteString("**Refused** (nothing is written until these are settled):\n\n")
-			for _, f := range c.Refused {
-				fmt.Fprintf(&b, "- %s (%s): %s\n", ghactions.Code(f.Path), ghactions.Text(fmt.Sprintf("%s:%d", relTo(c.Dir, f.File), f.Line)), ghactions.Text(f.Reason))
-			}
-			b.WriteString("\n")
-		}
-		if len(c.Skipped) > 0 {
-			b.WriteString("Not pinned (image unknown):\n\n")
-			for _, s := range c.Skipped {
-				fmt.Fprintf(&b, "- %s (%s): %s\n", ghactions.Code(s.Path), ghactions.Text(fmt.Sprintf("%s:%d", relTo(c.Dir, s.File), s.Line)), ghactions.Text(s.Problem))
-			}
-			b.WriteString("\n")
-		}
+		markdownPins(&b, c)
+		markdownCopies(&b, c)
+		markdownNotMoved(&b, c)
 	}
 	return b.String()
+}
+
+// markdownPins writes a chart's heading, its moved pins as a table, and its version change.
+func markdownPins(b *strings.Builder, c ChartResult) {
+	fmt.Fprintf(b, "### %s\n\n", ghactions.Text(c.Name))
+	var moved []Change
+	for _, p := range c.Pins {
+		if p.Changed {
+			moved = append(moved, p)
+		}
+	}
+	if len(moved) == 0 {
+		b.WriteString("No pin changed.\n\n")
+	} else {
+		b.WriteString("| image | tag | old → new digest | platforms |\n|---|---|---|---|\n")
+		for _, p := range moved {
+			// Repository values are rendered as escaped inline code: a
+			// hostile tag must not break the table or inject markup.
+			tag := ghactions.Code(p.Tag)
+			if p.OldTag != "" && p.OldTag != p.Tag {
+				tag = ghactions.Code(p.OldTag) + " → " + ghactions.Code(p.Tag)
+			}
+			fmt.Fprintf(b, "| %s | %s | %s → %s | %s |\n", ghactions.Code(resolver.RepositoryOf(p.Image)), tag,
+				ghactions.Code(short(p.OldDigest)), ghactions.Code(short(p.NewDigest)), ghactions.Text(strings.Join(p.Platforms, ", ")))
+		}
+		b.WriteString("\n")
+	}
+	if v := versionChange(c, func(a, b string) string { return ghactions.Code(a) + " → " + ghactions.Code(b) }); v != "" {
+		fmt.Fprintf(b, "Chart %s.\n\n", v)
+	}
+}
+
+// markdownCopies lists the copies of old digests, rewritten and left.
+func markdownCopies(b *strings.Builder, c ChartResult) {
+	var rewritten, left []CopyChange
+	for _, cp := range c.Copies {
+		if cp.New == "" {
+			left = append(left, cp)
+		} else {
+			rewritten = append(rewritten, cp)
+		}
+	}
+	if len(rewritten) > 0 {
+		b.WriteString("Copies of old digests rewritten:\n\n")
+		for _, cp := range rewritten {
+			fmt.Fprintf(b, "- %s\n", ghactions.Code(fmt.Sprintf("%s:%d", relTo(c.Dir, cp.File), cp.Line)))
+		}
+		b.WriteString("\n")
+	}
+	if len(left) > 0 {
+		b.WriteString("Copies of old digests left as they are (values.yaml comments and linked files are never rewritten; update them by hand):\n\n")
+		for _, cp := range left {
+			fmt.Fprintf(b, "- %s\n", ghactions.Code(fmt.Sprintf("%s:%d", relTo(c.Dir, cp.File), cp.Line)))
+		}
+		b.WriteString("\n")
+	}
+}
+
+// markdownNotMoved lists the held, refused and skipped pins.
+func markdownNotMoved(b *strings.Builder, c ChartResult) {
+	var held []Change
+	for _, p := range c.Pins {
+		if p.Held != "" {
+			held = append(held, p)
+		}
+	}
+	if len(held) > 0 {
+		b.WriteString("Held (not moved):\n\n")
+		for _, p := range held {
+			fmt.Fprintf(b, "- %s (%s): %s\n", ghactions.Code(p.Path), ghactions.Text(fmt.Sprintf("%s:%d", relTo(c.Dir, p.File), p.Line)), ghactions.Text(p.Held))
+		}
+		b.WriteString("\n")
+	}
+	if len(c.Refused) > 0 {
+		b.WriteString("**Refused** (nothing is written until these are settled):\n\n")
+		for _, f := range c.Refused {
+			fmt.Fprintf(b, "- %s (%s): %s\n", ghactions.Code(f.Path), ghactions.Text(fmt.Sprintf("%s:%d", relTo(c.Dir, f.File), f.Line)), ghactions.Text(f.Reason))
+		}
+		b.WriteString("\n")
+	}
+	if len(c.Skipped) > 0 {
+		b.WriteString("Not pinned (image unknown):\n\n")
+		for _, s := range c.Skipped {
+			fmt.Fprintf(b, "- %s (%s): %s\n", ghactions.Code(s.Path), ghactions.Text(fmt.Sprintf("%s:%d", relTo(c.Dir, s.File), s.Line)), ghactions.Text(s.Problem))
+		}
+		b.WriteString("\n")
+	}
 }
 
 // Subject is a one-line commit subject.
