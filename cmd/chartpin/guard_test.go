@@ -37,10 +37,22 @@ func TestGuardTemplateChangeWithoutBump(t *testing.T) {
 	r.Commit("change a template")
 	code, out := runCheck(t, "guard", "--base", "origin/main", r.Path("charts/app"))
 	wantExit(t, code, 1, out)
-	for _, want := range []string{"FAIL  charts/app", "templates/deployment.yaml", "version 0.1.0 was not increased", "charts/app/Chart.yaml:3:"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
+	wantGuardOutput(t, out, "FAIL  charts/app  0.1.0 -> 0.1.0  1 file(s) changed: templates/deployment.yaml\n"+
+		"  charts/app/Chart.yaml:3: charts/app changed (templates/deployment.yaml) but version 0.1.0 was not increased (base origin/main has 0.1.0); bump it, e.g. chartpin bump charts/app patch\n"+
+		"guard: 1 chart(s) checked, 1 finding(s)\n"+
+		"chartpin: guard: findings: 1 in charts/app\n")
+}
+
+// wantGuardOutput compares guard's text output after its first line, which
+// names the compared commits and whether uncommitted changes were included.
+func wantGuardOutput(t *testing.T, out, want string) {
+	t.Helper()
+	first, rest, _ := strings.Cut(out, "\n")
+	if !strings.HasPrefix(first, "guard: compared origin/main (") || !strings.HasSuffix(first, ", no uncommitted changes in the charts checked") {
+		t.Errorf("first line %q", first)
+	}
+	if rest != want {
+		t.Errorf("output after the first line:\n%s\nwant:\n%s", rest, want)
 	}
 }
 
@@ -53,9 +65,8 @@ func TestGuardBumpPresent(t *testing.T) {
 	r.Commit("change and bump")
 	code, out := runCheck(t, "guard", "--base", "origin/main", r.Path("charts/app"))
 	wantExit(t, code, 0, out)
-	if !strings.Contains(out, "ok  charts/app  0.1.0 -> 0.1.1") || !strings.Contains(out, "no uncommitted changes") {
-		t.Errorf("output:\n%s", out)
-	}
+	wantGuardOutput(t, out, "ok  charts/app  0.1.0 -> 0.1.1  2 file(s) changed: Chart.yaml, templates/deployment.yaml\n"+
+		"guard: 1 chart(s) checked, ok\n")
 }
 
 func TestGuardVersionMustIncreaseBySemver(t *testing.T) {
