@@ -404,7 +404,11 @@ func (c *checker) classify(ctx context.Context) {
 		a := answers[it.Float]
 		if a.err != nil {
 			it.Status = Unresolved
-			it.Message = fmt.Sprintf("resolving %s: %v", it.Float, a.err)
+			// The resolver's errors name the reference already; say it once.
+			it.Message = a.err.Error()
+			if !strings.Contains(it.Message, it.Float) {
+				it.Message = fmt.Sprintf("resolving %s: %v", it.Float, a.err)
+			}
 			continue
 		}
 		it.Current, it.Source, it.repo = a.img.Digest, a.img.Source, resolver.RepositoryOf(a.img.Ref)
