@@ -297,7 +297,7 @@ func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *objec
 	add := func(line int, format string, args ...any) {
 		c.Findings = append(c.Findings, Finding{File: chartFile, Line: line, Chart: dir, Message: fmt.Sprintf(format, args...)})
 	}
-	newV, verr := parseVersion(meta.version.value)
+	_, verr := parseVersion(meta.version.value)
 	if meta.version.value == "" {
 		add(1, "%s has no version; set one, e.g. version: 0.1.0", chartFile)
 	} else if verr != nil {
@@ -324,30 +324,7 @@ func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *objec
 			return c, dirty, g.deprecated(ctx, &c, chartFile, data)
 		}
 		c.State = Changed
-		oldV, oerr := parseVersion(old.version.value)
-		switch {
-		case verr != nil || meta.version.value == "":
-			// already reported
-		case oerr != nil:
-			// Base had no usable version: any valid version is an increase.
-		case !newV.GreaterThan(oldV):
-			verb := "was not increased"
-			if newV.LessThan(oldV) {
-				verb = "went down"
-			}
-			add(meta.version.line, "%s changed (%s) but version %s %s (base %s has %s); bump it, e.g. chartpin bump %s patch",
-				dir, fileList(c.Files), meta.version.value, verb, g.base, old.version.value, dir)
-		}
-		lockstep := mode == "lockstep" || (mode == "auto" && old.version.value != "" && sameVersion(old.version.value, old.appVersion.value))
-		c.Lockstep = lockstep
-		if lockstep && !sameVersion(meta.appVersion.value, meta.version.value) {
-			why := "configured appVersion: lockstep"
-			if mode == "auto" {
-				why = fmt.Sprintf("version and appVersion were equal at base (%s), so appVersion: auto keeps them in lockstep", old.version.value)
-			}
-			add(meta.appVersion.lineOr(meta.version.line), "appVersion %q did not move with version %q (%s); set appVersion: %q or configure appVersion: keep in chartpin.yaml",
-				meta.appVersion.value, meta.version.value, why, meta.version.value)
-		}
+		g.changed(&c, meta, old, mode, add)
 	}
 	if verr == nil && meta.version.value != "" {
 		v, err := g.published.Lookup(ctx, meta.name, meta.version.value)
@@ -359,6 +336,37 @@ func (g *guard) chart(ctx context.Context, dir string, baseTree, headTree *objec
 		}
 	}
 	return c, dirty, g.deprecated(ctx, &c, chartFile, data)
+}
+
+// changed adds the findings of a chart whose packaged files differ from
+// base: its version must go up (a version that is missing or not SemVer is
+// reported already), and appVersion must move with it in lockstep.
+func (g *guard) changed(c *Chart, cur, old meta, mode string, add func(line int, format string, args ...any)) {
+	newV, verr := parseVersion(cur.version.value)
+	oldV, oerr := parseVersion(old.version.value)
+	switch {
+	case verr != nil || cur.version.value == "":
+		// already reported
+	case oerr != nil:
+		// Base had no usable version: any valid version is an increase.
+	case !newV.GreaterThan(oldV):
+		verb := "was not increased"
+		if newV.LessThan(oldV) {
+			verb = "went down"
+		}
+		add(cur.version.line, "%s changed (%s) but version %s %s (base %s has %s); bump it, e.g. chartpin bump %s patch",
+			c.Dir, fileList(c.Files), cur.version.value, verb, g.base, old.version.value, c.Dir)
+	}
+	lockstep := mode == "lockstep" || (mode == "auto" && old.version.value != "" && sameVersion(old.version.value, old.appVersion.value))
+	c.Lockstep = lockstep
+	if lockstep && !sameVersion(cur.appVersion.value, cur.version.value) {
+		why := "configured appVersion: lockstep"
+		if mode == "auto" {
+			why = fmt.Sprintf("version and appVersion were equal at base (%s), so appVersion: auto keeps them in lockstep", old.version.value)
+		}
+		add(cur.appVersion.lineOr(cur.version.line), "appVersion %q did not move with version %q (%s); set appVersion: %q or configure appVersion: keep in chartpin.yaml",
+			cur.appVersion.value, cur.version.value, why, cur.version.value)
+	}
 }
 
 // deprecated reports the recalled versions the chart's Chart.yaml still
