@@ -528,6 +528,11 @@ func (p parser) verify(n *yaml.Node, img *Image) error {
 			}
 		}
 		img.VerifyKey = rel(img.VerifyKey)
+		// Checked now, like the trusted root: a run that only later needs the
+		// key should not fail halfway for a path typed wrong.
+		if fi, err := os.Stat(img.VerifyKey); err != nil || !fi.Mode().IsRegular() {
+			return p.errf(kn, "verify.key: %s is not a readable file; write the PEM public key there (cosign generate-key-pair writes cosign.pub)", img.VerifyKey)
+		}
 		return nil
 	}
 	var missing []string

@@ -42,6 +42,15 @@ func write(t *testing.T, body string) string {
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The key files the configs name exist (config checks that, not their PEM).
+	for _, k := range []string{"keys/cosign.pub", "k.pub"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, k)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, k), []byte("a key\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return p
 }
 
@@ -112,6 +121,7 @@ func TestLoadErrors(t *testing.T) {
 		{"identity without issuer", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify:\n          identity: me@example.com\n          trustedRoot: root.json\n", ":6: verify: a keyless policy needs issuer:"},
 		{"identity without trusted root", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: {identity: me, issuer: https://accounts.google.com}\n", ":5: verify: a keyless policy needs trustedRoot:"},
 		{"key and identity", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify:\n          key: cosign.pub\n          identity: me\n", ":6: verify: key: and identity: are two policies"},
+		{"missing key", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify:\n          key: keys/absent.pub\n", ":6: verify.key: "},
 		{"missing trusted root", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify:\n          identity: me\n          issuer: https://accounts.google.com\n          trustedRoot: sigstore/trusted_root.json\n", ":8: verify.trustedRoot: "},
 		{"empty issuer", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: {identity: me, issuer: \" \", trustedRoot: r.json}\n", ":5: verify.issuer: is empty"},
 		{"verify empty key", "charts:\n  - dir: a\n    images:\n      - at: x\n        verify: {key: \"\"}\n", ":5: verify.key: is empty"},

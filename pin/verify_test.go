@@ -145,8 +145,9 @@ func TestVerifyAgainstDistribution(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err := plan(cfg)
-		if err == nil || !strings.Contains(err.Error(), "chartpin.yaml:4): reading verify key") || !strings.Contains(err.Error(), "keys/cosign.pub") {
-			t.Errorf("missing key: %v", err)
+		// A key path typed wrong is an input error before any request.
+		if err == nil || !strings.Contains(err.Error(), "verify.key: ") || !strings.Contains(err.Error(), "keys/cosign.pub is not a readable file") || failure.Code(err) != 2 {
+			t.Errorf("missing key: %v (exit class %d), want an input error naming the key", err, failure.Code(err))
 		}
 	})
 	t.Run("offline", func(t *testing.T) {
