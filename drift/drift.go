@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
@@ -21,6 +20,7 @@ import (
 	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/internal/chartfile"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/fanout"
 	"github.com/chartpin/chartpin/pinrule"
 	"github.com/chartpin/chartpin/resolver"
 	"github.com/chartpin/chartpin/signature"
@@ -283,11 +283,6 @@ type checker struct {
 	configs map[string]*config.Chart
 }
 
-type answer struct {
-	img resolver.Image
-	err error
-}
-
 // float works out the key an item's float is resolved under (repo:tag, or
 // repo plus a versions range), or says why there is none. Followers take the
 // float of the image they follow.
@@ -381,40 +376,27 @@ func (c *checker) classify(ctx context.Context) {
 			order = append(order, ref)
 		}
 	}
-	answers := map[string]answer{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, ref := range order {
-		wg.Add(1)
-		go func(ref string, first Item) {
-			defer wg.Done()
-			img, err := c.resolve(ctx, first, ref)
-			mu.Lock()
-			answers[ref] = answer{img, err}
-			mu.Unlock()
-		}(ref, *refs[ref])
-	}
-	wg.Wait()
+	images, errs := fanout.Map(order, func(ref string) (resolver.Image, error) { return c.resolve(ctx, *refs[ref], ref) })
 	now := c.o.Now()
 	for i := range items {
 		it := &items[i]
 		if it.Status != "" {
 			continue
 		}
-		a := answers[it.Float]
-		if a.err != nil {
+		img := images[it.Float]
+		if err := errs[it.Float]; err != nil {
 			it.Status = Unresolved
 			// The resolver's errors name the reference already; say it once.
-			it.Message = a.err.Error()
+			it.Message = err.Error()
 			if !strings.Contains(it.Message, it.Float) {
-				it.Message = fmt.Sprintf("resolving %s: %v", it.Float, a.err)
+				it.Message = fmt.Sprintf("resolving %s: %v", it.Float, err)
 			}
 			continue
 		}
-		it.Current, it.Source, it.repo = a.img.Digest, a.img.Source, resolver.RepositoryOf(a.img.Ref)
+		it.Current, it.Source, it.repo = img.Digest, img.Source, resolver.RepositoryOf(img.Ref)
 		if strings.Contains(it.Float, " ") {
 			// A versions range: show the tag it picked.
-			it.Float = a.img.Ref + " (highest in " + strings.SplitN(it.Float, " ", 2)[1] + ")"
+			it.Float = img.Ref + " (highest in " + strings.SplitN(it.Float, " ", 2)[1] + ")"
 		}
 		if it.Current == it.Pinned {
 			it.Status = OK
@@ -538,20 +520,12 @@ func (c *checker) sharedTags(ctx context.Context) {
 			tags = tags[:maxSharedTags]
 		}
 		sh.Checked = len(tags)
-		digests := make([]string, len(tags))
-		var wg sync.WaitGroup
-		for i, t := range tags {
-			wg.Add(1)
-			go func(i int, t string) {
-				defer wg.Done()
-				if img, err := c.r.Resolve(ctx, k.repo+":"+t); err == nil {
-					digests[i] = img.Digest
-				}
-			}(i, t)
-		}
-		wg.Wait()
-		for i, t := range tags {
-			if digests[i] == k.digest {
+		digests, _ := fanout.Map(tags, func(t string) (string, error) {
+			img, err := c.r.Resolve(ctx, k.repo+":"+t)
+			return img.Digest, err
+		})
+		for _, t := range tags {
+			if digests[t] == k.digest {
 				sh.Tags = append(sh.Tags, t)
 			}
 		}
