@@ -118,15 +118,12 @@ func (c *chart) valuesCopies(moves map[string]*move) ([]copyHit, [][2]int, error
 		if v.Kind != yaml.ScalarNode || own[v] {
 			return nil
 		}
-		for _, m := range moves {
-			if strings.Contains(v.Value, m.oldHex) {
-				newValue, oldTok, newTok := rewrite(v.Value, moves)
-				hits = append(hits, copyHit{
-					CopyChange: CopyChange{File: c.values.Name, Line: v.Line, Pin: m.pin, Old: oldTok, New: newTok},
-					node:       v, newValue: newValue, conflict: m.conflict,
-				})
-				break
-			}
+		if m, _ := firstMove(v.Value, moves); m != nil {
+			newValue, oldTok, newTok := rewrite(v.Value, moves)
+			hits = append(hits, copyHit{
+				CopyChange: CopyChange{File: c.values.Name, Line: v.Line, Pin: m.pin, Old: oldTok, New: newTok},
+				node:       v, newValue: newValue, conflict: m.conflict,
+			})
 		}
 		return nil
 	})
@@ -193,19 +190,16 @@ func fileCopies(path string, link bool, moves map[string]*move) ([]copyHit, erro
 	}
 	var hits []copyHit
 	for i, line := range bytes.SplitAfter(data, []byte("\n")) {
-		for _, m := range moves {
-			if bytes.Contains(line, []byte(m.oldHex)) {
-				_, oldTok, newTok := rewrite(string(line), moves)
-				h := copyHit{
-					CopyChange: CopyChange{File: path, Line: i + 1, Pin: m.pin, Old: oldTok, New: newTok},
-					conflict:   m.conflict,
-				}
-				if link {
-					h.New, h.keep = "", "reached through a symbolic link: listed, never rewritten through it; update its target by hand"
-				}
-				hits = append(hits, h)
-				break
+		if m, _ := firstMove(string(line), moves); m != nil {
+			_, oldTok, newTok := rewrite(string(line), moves)
+			h := copyHit{
+				CopyChange: CopyChange{File: path, Line: i + 1, Pin: m.pin, Old: oldTok, New: newTok},
+				conflict:   m.conflict,
 			}
+			if link {
+				h.New, h.keep = "", "reached through a symbolic link: listed, never rewritten through it; update its target by hand"
+			}
+			hits = append(hits, h)
 		}
 	}
 	return hits, nil
@@ -231,44 +225,57 @@ func conflicts(hits []copyHit) error {
 // returns the new text and the first old and new tokens, for the report.
 func rewrite(s string, moves map[string]*move) (string, string, string) {
 	var oldTok, newTok string
-	for _, m := range moves {
-		for from := 0; ; {
-			i := strings.Index(s[from:], m.oldHex)
-			if i < 0 {
-				break
-			}
-			i += from
-			start, end := i, i+len(m.oldHex)
-			repl := m.newHex
-			if start >= 7 && s[start-7:start] == "sha256:" {
-				start -= 7
-				repl = "sha256:" + m.newHex
-				if start >= 1 && s[start-1] == '@' {
-					at := start - 1
-					t := at
-					for t > 0 && isTagChar(s[t-1]) {
-						t--
-					}
-					if t < at && (t == 0 || !isRefChar(s[t-1]) || s[t-1] == ':') && m.newTag != "" {
-						start = t
-						repl = m.newTag + "@sha256:" + m.newHex
-					}
+	// One pass, left to right: a digest just written is never read again as
+	// an old one (pin A moving X to Y while pin B moves Y to Z).
+	for from := 0; ; {
+		m, i := firstMove(s[from:], moves)
+		if m == nil {
+			break
+		}
+		i += from
+		start, end := i, i+len(m.oldHex)
+		repl := m.newHex
+		if start >= 7 && s[start-7:start] == "sha256:" {
+			start -= 7
+			repl = "sha256:" + m.newHex
+			if start >= 1 && s[start-1] == '@' {
+				at := start - 1
+				t := at
+				for t > 0 && isTagChar(s[t-1]) {
+					t--
+				}
+				if t < at && (t == 0 || !isRefChar(s[t-1]) || s[t-1] == ':') && m.newTag != "" {
+					start = t
+					repl = m.newTag + "@sha256:" + m.newHex
 				}
 			}
-			tokStart := start
-			// for the report, include the repository of a full reference
-			for tokStart > 0 && (isRefChar(s[tokStart-1]) || (s[tokStart-1] == '@' && tokStart == start)) {
-				tokStart--
-			}
-			if oldTok == "" {
-				oldTok = s[tokStart:end]
-				newTok = s[tokStart:start] + repl
-			}
-			s = s[:start] + repl + s[end:]
-			from = start + len(repl)
 		}
+		tokStart := start
+		// for the report, include the repository of a full reference
+		for tokStart > 0 && (isRefChar(s[tokStart-1]) || (s[tokStart-1] == '@' && tokStart == start)) {
+			tokStart--
+		}
+		if oldTok == "" {
+			oldTok = s[tokStart:end]
+			newTok = s[tokStart:start] + repl
+		}
+		s = s[:start] + repl + s[end:]
+		from = start + len(repl)
 	}
 	return s, oldTok, newTok
+}
+
+// firstMove is the move whose old digest occurs first in s, and where: a
+// line naming two old digests is credited to the same pin on every run.
+func firstMove(s string, moves map[string]*move) (*move, int) {
+	var first *move
+	at := -1
+	for _, m := range moves {
+		if i := strings.Index(s, m.oldHex); i >= 0 && (at < 0 || i < at) {
+			first, at = m, i
+		}
+	}
+	return first, at
 }
 
 func isTagChar(b byte) bool {
@@ -359,6 +366,7 @@ func (c *chart) commentCopies(moves map[string]*move, scalars [][2]int) []copyHi
 			end += lineStart + 1
 		}
 		line := data[lineStart:end]
+		var hit *move
 		for _, m := range moves {
 			i := bytes.Index(line, []byte(m.oldHex))
 			for i >= 0 && inScalar(lineStart+i) {
@@ -369,20 +377,25 @@ func (c *chart) commentCopies(moves map[string]*move, scalars [][2]int) []copyHi
 				}
 				i += 1 + j
 			}
-			if i < 0 {
-				continue
+			if i >= 0 {
+				hit = m
+				break
 			}
+		}
+		if hit != nil {
 			text := commentText(line, lineStart, inScalar)
 			_, oldTok, _ := rewrite(text, moves)
+			if m, _ := firstMove(text, moves); m != nil {
+				hit = m // the pin of the first digest the comment names
+			}
 			keep := "a comment in values.yaml: listed, never rewritten; update or remove it by hand"
 			if commentedOutYAML(text) {
 				keep = "commented-out YAML in values.yaml: never rewritten; update or remove it by hand"
 			}
 			hits = append(hits, copyHit{
-				CopyChange: CopyChange{File: c.values.Name, Line: lineNo, Pin: m.pin, Old: oldTok},
-				conflict:   m.conflict, keep: keep,
+				CopyChange: CopyChange{File: c.values.Name, Line: lineNo, Pin: hit.pin, Old: oldTok},
+				conflict:   hit.conflict, keep: keep,
 			})
-			break
 		}
 		lineStart, lineNo = end, lineNo+1
 	}

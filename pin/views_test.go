@@ -220,3 +220,24 @@ func TestRewriteCopy(t *testing.T) {
 		}
 	}
 }
+
+// Two pins on one line, one moving to the digest the other moves from: each
+// old digest is replaced once, and the report names the first on the line,
+// whatever order the map is read in.
+func TestRewriteChainedMoves(t *testing.T) {
+	x, y, z := strings.Repeat("1", 64), strings.Repeat("2", 64), strings.Repeat("3", 64)
+	m := map[string]*move{
+		x: {oldHex: x, newHex: y, pin: "a.digest"},
+		y: {oldHex: y, newHex: z, pin: "b.digest"},
+	}
+	in := "# a sha256:" + x + ", b sha256:" + y
+	for range 50 { // map order varies between reads
+		out, o, n := rewrite(in, m)
+		if want := "# a sha256:" + y + ", b sha256:" + z; out != want || o != "sha256:"+x || n != "sha256:"+y {
+			t.Fatalf("rewrite = %q [%s -> %s], want %q [sha256:%s -> sha256:%s]", out, o, n, want, x, y)
+		}
+		if first, _ := firstMove(in, m); first.pin != "a.digest" {
+			t.Fatalf("credited to %s, want a.digest (its digest comes first)", first.pin)
+		}
+	}
+}
