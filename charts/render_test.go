@@ -40,7 +40,10 @@ type target struct {
 	Image     string `json:"image,omitempty"`
 	Follows   string `json:"follows,omitempty"`
 	Verify    *struct {
-		Key string `json:"key"`
+		Key         string `json:"key"`
+		Identity    string `json:"identity"`
+		Issuer      string `json:"issuer"`
+		TrustedRoot string `json:"trustedRoot"`
 	} `json:"verify,omitempty"`
 }
 

@@ -2,12 +2,18 @@ package charts_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/cli/values"
+	"helm.sh/helm/v3/pkg/getter"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/chartpin/chartpin/internal/cosigned"
+	"github.com/chartpin/chartpin/internal/cosigned/keyless"
 	"github.com/chartpin/chartpin/reconcile"
 )
 
@@ -61,16 +67,132 @@ func TestTargetsCarryVerifyKey(t *testing.T) {
 // verify: without a PEM key is refused, by the schema and, without it, by
 // the library, naming the image.
 func TestVerifyKeyRequired(t *testing.T) {
-	for _, values := range []string{`images: {jobsManager: {verify: {}}}`, `images: {jobsManager: {verify: {key: keys/cosign.pub}}}`} {
-		_, _, err := installDryRun(loadExample(t), releaseNs, parseValues(t, unpinned, values))
+	for _, vals := range []string{`images: {jobsManager: {verify: {}}}`, `images: {jobsManager: {verify: {key: keys/cosign.pub}}}`} {
+		_, _, err := installDryRun(loadExample(t), releaseNs, parseValues(t, unpinned, vals))
 		if err == nil || !strings.Contains(err.Error(), "/images/jobsManager/verify") {
-			t.Errorf("values %s: error %v, want a schema rejection of images.jobsManager.verify", values, err)
+			t.Errorf("values %s: error %v, want a schema rejection of images.jobsManager.verify", vals, err)
 		}
 		c := loadExample(t)
 		c.Schema = nil
-		_, _, err = installDryRun(c, releaseNs, parseValues(t, unpinned, values))
+		_, _, err = installDryRun(c, releaseNs, parseValues(t, unpinned, vals))
 		if err == nil || !strings.Contains(err.Error(), "chartpin: images.jobsManager.verify needs key: the PEM public key itself") {
-			t.Errorf("values %s without the schema: error %v, want the library's refusal", values, err)
+			t.Errorf("values %s without the schema: error %v, want the library's refusal", vals, err)
+		}
+	}
+}
+
+const (
+	signerIdentity = "https://github.com/acme/app/.github/workflows/release.yaml@refs/heads/main"
+	signerIssuer   = "https://token.actions.githubusercontent.com"
+)
+
+// keylessValues is the values an operator gives for a keyless policy on
+// jobsManager: identity and issuer in YAML, the trusted root read by
+// --set-file as the helm CLI does (the pod has no chartpin.yaml).
+func keylessValues(t *testing.T, rootPath string, docs ...string) map[string]any {
+	t.Helper()
+	opts := values.Options{FileValues: []string{"images.jobsManager.verify.trustedRoot=" + rootPath}}
+	fromFile, err := opts.MergeValues(getter.Providers{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chartutil.MergeTables(fromFile, parseValues(t, append([]string{unpinned}, docs...)...))
+}
+
+// An image block's keyless verify: {identity, issuer, trustedRoot} reaches
+// its target in targets.yaml as given, and the reconcile reads it into a
+// policy under that root; the follower of the target inherits it.
+func TestTargetsCarryKeylessVerify(t *testing.T) {
+	ss, err := keyless.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := ss.TrustedRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootPath := filepath.Join(t.TempDir(), "trusted_root.json")
+	if err := os.WriteFile(rootPath, tr, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	manifest, notes, err := installDryRun(loadExample(t), releaseNs, keylessValues(t, rootPath, "env: dev",
+		fmt.Sprintf("images: {jobsManager: {verify: {identity: %q, issuer: %q}}}", signerIdentity, signerIssuer)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := renderParsed(t, rendered{ns: releaseNs, notes: notes}, manifest)
+	if r.targets == nil {
+		t.Fatal("no targets.yaml rendered")
+	}
+	got := map[string]target{}
+	for _, tg := range r.targets.Targets {
+		got[tg.ID] = tg
+	}
+	api := got["jobs-manager-api"]
+	if v := api.Verify; v == nil || v.Key != "" || v.Identity != signerIdentity || v.Issuer != signerIssuer || strings.TrimSpace(v.TrustedRoot) != strings.TrimSpace(string(tr)) {
+		t.Errorf("jobs-manager-api verify %+v, want identity %s, issuer %s and the trusted root as given", api.Verify, signerIdentity, signerIssuer)
+	}
+	if proxy := got["requests-proxy-proxy"]; proxy.Follows != "jobs-manager-api" || proxy.Verify != nil {
+		t.Errorf("requests-proxy-proxy: follows %q, verify %+v; want it to follow the verified target", proxy.Follows, proxy.Verify)
+	}
+	o, ok := find(r.objs, "ConfigMap", releaseNs, r.base+"-reconcile")
+	if !ok {
+		t.Fatal("no reconcile ConfigMap")
+	}
+	var cm corev1.ConfigMap
+	o.into(t, &cm)
+	f, err := reconcile.ParseTargets("targets.yaml", []byte(cm.Data["targets.yaml"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range f.Targets {
+		if want := tg.ID == "jobs-manager-api"; (tg.Verify != nil && tg.Verify.Identity == signerIdentity && tg.Verify.Issuer == signerIssuer) != want {
+			t.Errorf("reconcile reads target %s with verify %+v", tg.ID, tg.Verify)
+		}
+	}
+}
+
+// A keyless verify: with a key too, without its issuer or trusted root, or
+// with a path for the trusted root is refused by the schema and, without
+// it, by the library, naming the image.
+func TestKeylessVerifyRefused(t *testing.T) {
+	rootPath := filepath.Join(t.TempDir(), "trusted_root.json")
+	if err := os.WriteFile(rootPath, []byte(`{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key, err := cosigned.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		vals    string
+		setFile bool
+		want    string
+	}{
+		{fmt.Sprintf("images: {jobsManager: {verify: {key: %q, identity: %q, issuer: %q}}}", key.PublicPEM(), signerIdentity, signerIssuer), true,
+			"chartpin: images.jobsManager.verify has key and a keyless identity"},
+		{fmt.Sprintf("images: {jobsManager: {verify: {identity: %q}}}", signerIdentity), true,
+			"chartpin: images.jobsManager.verify needs identity, issuer and trustedRoot together"},
+		{fmt.Sprintf("images: {jobsManager: {verify: {identity: %q, issuer: %q}}}", signerIdentity, signerIssuer), false,
+			"chartpin: images.jobsManager.verify needs identity, issuer and trustedRoot together"},
+		{fmt.Sprintf("images: {jobsManager: {verify: {identity: %q, issuer: %q, trustedRoot: trusted_root.json}}}", signerIdentity, signerIssuer), false,
+			"chartpin: images.jobsManager.verify.trustedRoot is the JSON of trusted_root.json itself"},
+	} {
+		vals := func() map[string]any {
+			if tc.setFile {
+				return keylessValues(t, rootPath, tc.vals)
+			}
+			return parseValues(t, unpinned, tc.vals)
+		}
+		_, _, err := installDryRun(loadExample(t), releaseNs, vals())
+		if err == nil || !strings.Contains(err.Error(), "/images/jobsManager/verify") {
+			t.Errorf("values %s: error %v, want a schema rejection of images.jobsManager.verify", tc.vals, err)
+		}
+		c := loadExample(t)
+		c.Schema = nil
+		_, _, err = installDryRun(c, releaseNs, vals())
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %s without the schema: error %v, want %q", tc.vals, err, tc.want)
 		}
 	}
 }

@@ -61,11 +61,34 @@ type Target struct {
 }
 
 // Verify is a target's signature policy, as the chart renders it from the
-// image block's verify: (the PEM itself: the pod has no chartpin.yaml).
+// image block's verify: (the PEM and the trusted root themselves: the pod
+// has no chartpin.yaml): Key, or Identity and Issuer under TrustedRoot.
 type Verify struct {
 	// Key is a PEM public key (cosign.pub).
-	Key    string `yaml:"key"`
-	policy *signature.Policy
+	Key string `yaml:"key"`
+	// Identity and Issuer are the keyless signer's certificate identity and
+	// OIDC issuer, exact strings.
+	Identity string `yaml:"identity"`
+	Issuer   string `yaml:"issuer"`
+	// TrustedRoot is the text of trusted_root.json.
+	TrustedRoot string `yaml:"trustedRoot"`
+	policy      *signature.Policy
+}
+
+// parse reads the policy; where names the entry in messages.
+func (v *Verify) parse(where string) (*signature.Policy, error) {
+	keyless := v.Identity != "" || v.Issuer != "" || v.TrustedRoot != ""
+	switch {
+	case v.Key != "" && keyless:
+		return nil, fmt.Errorf("%s: verify: has key and a keyless identity; give one policy", where)
+	case v.Key != "":
+		return signature.ParseKey(where+" verify.key", []byte(v.Key))
+	case !keyless:
+		return nil, fmt.Errorf("%s: verify: needs key (a PEM public key) or identity, issuer and trustedRoot", where)
+	case v.TrustedRoot == "":
+		return nil, fmt.Errorf("%s: verify: identity needs trustedRoot (the text of trusted_root.json)", where)
+	}
+	return signature.ParseKeyless(where+" verify.trustedRoot", v.Identity, v.Issuer, []byte(v.TrustedRoot))
 }
 
 // Workload is "Kind namespace/name".
@@ -179,7 +202,7 @@ func (f *File) validate() error {
 		if t.Verify == nil {
 			continue
 		}
-		p, err := signature.ParseKey(fmt.Sprintf("%s:%d: target %q verify.key", f.Path, t.Line, t.ID), []byte(t.Verify.Key))
+		p, err := t.Verify.parse(fmt.Sprintf("%s:%d: target %q", f.Path, t.Line, t.ID))
 		switch {
 		case t.Follows != "":
 			bad(t, "verify: on a target that follows %q; a follower runs its digest, so put verify: on that target", t.Follows)

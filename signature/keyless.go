@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/sigstore/sigstore-go/pkg/bundle"
@@ -52,19 +53,32 @@ func LoadKeyless(identity, issuer, rootPath string) (*Policy, error) {
 	if identity == "" || issuer == "" {
 		return nil, errors.New("keyless verification needs both an identity and an issuer")
 	}
-	tr, err := root.NewTrustedRootFromPath(rootPath)
+	data, err := os.ReadFile(rootPath)
 	if err != nil {
 		return nil, fmt.Errorf("reading trusted root %s: %w", rootPath, err)
 	}
+	return ParseKeyless(rootPath, identity, issuer, data)
+}
+
+// ParseKeyless is LoadKeyless on the trusted root's JSON itself (the
+// reconcile's pod has no file of it); name says where it came from.
+func ParseKeyless(name, identity, issuer string, rootJSON []byte) (*Policy, error) {
+	if identity == "" || issuer == "" {
+		return nil, fmt.Errorf("%s: keyless verification needs both an identity and an issuer", name)
+	}
+	tr, err := root.NewTrustedRootFromJSON(rootJSON)
+	if err != nil {
+		return nil, fmt.Errorf("reading trusted root %s: %w", name, err)
+	}
 	if len(tr.FulcioCertificateAuthorities()) == 0 || len(tr.RekorLogs()) == 0 {
-		return nil, fmt.Errorf("trusted root %s: lists no certificate authority or no transparency log; keyless signatures need both", rootPath)
+		return nil, fmt.Errorf("trusted root %s: lists no certificate authority or no transparency log; keyless signatures need both", name)
 	}
 	id, err := verify.NewShortCertificateIdentity(issuer, "", identity, "")
 	if err != nil {
 		return nil, fmt.Errorf("verify identity %q, issuer %q: %w", identity, issuer, err)
 	}
 	return &Policy{keyless: &keyless{
-		identity: identity, issuer: issuer, rootPath: rootPath,
+		identity: identity, issuer: issuer, rootPath: name,
 		trusted: tr, certID: id, requireSCT: len(tr.CTLogs()) > 0,
 	}}, nil
 }

@@ -106,14 +106,30 @@ false) > tag (tag, else channelTags[env]). Args: root, path.
 {{- $pin = $prodDigest -}}
 {{- $by = "prodDigest" -}}
 {{- end -}}
-{{- $verify := "" -}}
+{{- $verify := dict -}}
 {{- if and (hasKey $b "verify") (not (kindIs "invalid" $b.verify)) -}}
-{{- $key := "" -}}
-{{- if kindIs "map" $b.verify -}}{{- $key = toString ($b.verify.key | default "") -}}{{- end -}}
-{{- if not (regexMatch "-----BEGIN [A-Z ]*PUBLIC KEY-----" $key) -}}
-{{- fail (printf "chartpin: %s.verify needs key: the PEM public key itself (the contents of cosign.pub), not a path" $path) -}}
+{{- $v := $b.verify -}}
+{{- if not (kindIs "map" $v) -}}{{- $v = dict -}}{{- end -}}
+{{- $key := toString ($v.key | default "") -}}
+{{- $identity := toString ($v.identity | default "") -}}
+{{- $issuer := toString ($v.issuer | default "") -}}
+{{- $trustedRoot := toString ($v.trustedRoot | default "") -}}
+{{- if and $key (or $identity $issuer $trustedRoot) -}}
+{{- fail (printf "chartpin: %s.verify has key and a keyless identity; give one policy: key, or identity, issuer and trustedRoot" $path) -}}
+{{- else if or $identity $issuer $trustedRoot -}}
+{{- if not (and $identity $issuer $trustedRoot) -}}
+{{- fail (printf "chartpin: %s.verify needs identity, issuer and trustedRoot together (trustedRoot: the text of trusted_root.json, --set-file %s.verify.trustedRoot=trusted_root.json)" $path $path) -}}
 {{- end -}}
-{{- $verify = $key -}}
+{{- if not (hasPrefix "{" (trim $trustedRoot)) -}}
+{{- fail (printf "chartpin: %s.verify.trustedRoot is the JSON of trusted_root.json itself (--set-file %s.verify.trustedRoot=trusted_root.json), not a path" $path $path) -}}
+{{- end -}}
+{{- $verify = dict "identity" $identity "issuer" $issuer "trustedRoot" $trustedRoot -}}
+{{- else -}}
+{{- if not (regexMatch "-----BEGIN [A-Z ]*PUBLIC KEY-----" $key) -}}
+{{- fail (printf "chartpin: %s.verify needs key: the PEM public key itself (the contents of cosign.pub), not a path; or identity, issuer and trustedRoot for keyless signatures" $path) -}}
+{{- end -}}
+{{- $verify = dict "key" $key -}}
+{{- end -}}
 {{- end -}}
 {{- $tag := toString ($b.tag | default "") -}}
 {{- if not $tag -}}

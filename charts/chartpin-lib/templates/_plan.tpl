@@ -73,7 +73,7 @@ reconcile targets, and whether the reconcile runs, as YAML
 {entries, targets, active, mirror, namespaces, upgrade}.
 A target is an enabled, unpinned container. A follower whose leader is itself
 a target follows it (same digest, same tick); otherwise it carries its image
-and that image's verify key (the followed image's when it runs that one).
+and that image's verify policy (the followed image's when it runs that one).
 */}}
 {{- define "chartpin.lib.plan" -}}
 {{- $root := . -}}
@@ -82,7 +82,7 @@ and that image's verify key (the followed image's when it runs that one).
 {{- range $w := $cfg.workloads | default list -}}
 {{- $on := or (not (hasKey $w "enabled")) (eq (toString $w.enabled) "true") -}}
 {{- $r := include "chartpin.lib.resolve" (dict "root" $root "image" $w.image "follows" ($w.follows | default "")) | fromYaml -}}
-{{- $entries = append $entries (dict "id" $w.id "kind" $w.kind "namespace" (toString $w.namespace) "name" (toString $w.name) "container" (toString $w.container) "image" $w.image "follows" ($w.follows | default "") "enabled" $on "pinned" $r.pinned "ref" $r.ref "verify" ($r.verify | default "")) -}}
+{{- $entries = append $entries (dict "id" $w.id "kind" $w.kind "namespace" (toString $w.namespace) "name" (toString $w.name) "container" (toString $w.container) "image" $w.image "follows" ($w.follows | default "") "enabled" $on "pinned" $r.pinned "ref" $r.ref "verify" ($r.verify | default dict)) -}}
 {{- end -}}
 {{- $targets := list -}}
 {{- $namespaces := list $root.Release.Namespace -}}

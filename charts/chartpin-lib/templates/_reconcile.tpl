@@ -223,10 +223,19 @@ targets:
     {{- else }}
     image: {{ .image | quote }}
     {{- with .verify }}
+    {{- if .key }}
     # a new digest is rolled out only when a signature by this key verifies
     verify:
       key: |
-        {{- . | trim | nindent 8 }}
+        {{- .key | trim | nindent 8 }}
+    {{- else }}
+    # a new digest is rolled out only when a keyless signature by this identity verifies
+    verify:
+      identity: {{ .identity | quote }}
+      issuer: {{ .issuer | quote }}
+      trustedRoot: |
+        {{- .trustedRoot | trim | nindent 8 }}
+    {{- end }}
     {{- end }}
     {{- end }}
 {{- end }}
