@@ -91,13 +91,18 @@ func (r *Result) held() int {
 
 // versionChange renders "version A -> B, appVersion C -> D", each pair
 // through arrow; a chart without appVersion before and after shows only its
-// version, one that gains it shows "(none)"; "" means nothing moved.
+// version, one that gains it shows "(none)", one whose appVersion stays says
+// so; "" means nothing moved.
 func versionChange(c ChartResult, arrow func(from, to string) string) string {
 	if c.NewVersion == c.OldVersion && c.NewAppVersion == c.OldAppVersion {
 		return ""
 	}
 	s := "version " + arrow(c.OldVersion, c.NewVersion)
-	if c.OldAppVersion != "" || c.NewAppVersion != "" {
+	switch {
+	case c.OldAppVersion == c.NewAppVersion && c.NewAppVersion != "":
+		// Said, not drawn as a move: a reader expecting lockstep sees it held.
+		s += ", appVersion " + c.NewAppVersion + " (unchanged)"
+	case c.OldAppVersion != "" || c.NewAppVersion != "":
 		s += ", appVersion " + arrow(orNone(c.OldAppVersion), orNone(c.NewAppVersion))
 	}
 	return s

@@ -241,3 +241,21 @@ func TestRewriteChainedMoves(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionChange(t *testing.T) {
+	arrow := func(a, b string) string { return a + " -> " + b }
+	for _, c := range []struct {
+		in   ChartResult
+		want string
+	}{
+		{ChartResult{OldVersion: "1.0.0", NewVersion: "1.0.1", OldAppVersion: "1.0.0", NewAppVersion: "1.0.1"}, "version 1.0.0 -> 1.0.1, appVersion 1.0.0 -> 1.0.1"},
+		{ChartResult{OldVersion: "1.0.0", NewVersion: "1.0.1", OldAppVersion: "v0.93.1", NewAppVersion: "v0.93.1"}, "version 1.0.0 -> 1.0.1, appVersion v0.93.1 (unchanged)"},
+		{ChartResult{OldVersion: "1.0.0", NewVersion: "1.0.1", NewAppVersion: "1.0.1"}, "version 1.0.0 -> 1.0.1, appVersion (none) -> 1.0.1"},
+		{ChartResult{OldVersion: "1.0.0", NewVersion: "1.0.1"}, "version 1.0.0 -> 1.0.1"},
+		{ChartResult{OldVersion: "1.0.0", NewVersion: "1.0.0", OldAppVersion: "2", NewAppVersion: "2"}, ""},
+	} {
+		if got := versionChange(c.in, arrow); got != c.want {
+			t.Errorf("versionChange(%+v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
