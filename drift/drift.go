@@ -158,7 +158,8 @@ type Options struct {
 	// Signatures checks, for every image with verify:, that the pinned
 	// digest (and the digest a drifted float now names) carries a signature
 	// under the image's policy; one lookup per repository, digest and key.
-	// Without it (offline) such pins are listed in a note, not checked.
+	// Offline, a checker of the lock's recorded signatures verifies them the
+	// same way; without any checker such pins are listed in a note.
 	Signatures *signature.Checker
 	// Logger logs each decision (silent by default).
 	Logger *slog.Logger

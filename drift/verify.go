@@ -13,6 +13,7 @@ import (
 // digest, or a DRIFT item whose new digest, has no valid signature into
 // UNSIGNED; a registry error while reading signatures is UNRESOLVED. An
 // acknowledged drift keeps its pin, so only the pinned digest is checked.
+// Offline, a digest the lock records no signature of is noted, not judged.
 func (c *checker) checkSignatures(ctx context.Context) {
 	var items []*Item
 	for i := range c.rep.Items {
@@ -74,6 +75,7 @@ func (c *checker) checkSignatures(ctx context.Context) {
 		}
 	}
 	wg.Wait()
+	unrecorded := 0
 	for _, it := range items {
 		if err := policyErrs[specOf(it)]; err != nil {
 			what := "verify key"
@@ -84,8 +86,13 @@ func (c *checker) checkSignatures(ctx context.Context) {
 			it.Message = fmt.Sprintf("%s (%s): %v", what, c.at(it), err)
 			continue
 		}
+		missing := false
 		for i, d := range need(it) {
 			err := errs[lookupKey(it, d)]
+			if errors.Is(err, signature.ErrNotRecorded) {
+				missing = true
+				continue
+			}
 			if err == nil {
 				continue
 			}
@@ -99,6 +106,12 @@ func (c *checker) checkSignatures(ctx context.Context) {
 			}
 			break
 		}
+		if missing && it.Status != Unsigned && it.Status != Unresolved {
+			unrecorded++
+		}
+	}
+	if unrecorded > 0 {
+		c.rep.Notes = append(c.rep.Notes, fmt.Sprintf("%d pin(s) with verify: were not checked for signatures: the digest lock file records no signature for them; run drift online to check them", unrecorded))
 	}
 }
 

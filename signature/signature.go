@@ -26,6 +26,10 @@ import (
 // ErrUnsigned: the digest has no signature that verifies under the policy.
 var ErrUnsigned = errors.New("no valid signature")
 
+// ErrNotRecorded is ErrUnsigned from a lock file that records no signature
+// of the digest (its text is ErrUnsigned's): nothing was verified either way.
+var ErrNotRecorded = fmt.Errorf("%w", ErrUnsigned)
+
 // Policy says whose signature a digest needs: a public key (cosign.pub),
 // or a keyless identity and issuer under a trusted root (LoadKeyless).
 type Policy struct {
@@ -247,7 +251,7 @@ func (c *Checker) verified(repository, digest string, ev resolver.LockSignature)
 func (c *Checker) checkLock(p *Policy, repository, digest string) (Verified, error) {
 	rec, ok := c.lock.Signature(repository, digest)
 	if !ok {
-		return Verified{}, fmt.Errorf("%w: %s@%s: the digest lock file records no signature of it; write the lock online with --write-digests, or run online", ErrUnsigned, repository, digest)
+		return Verified{}, fmt.Errorf("%w: %s@%s: the digest lock file records no signature of it; write the lock online with --write-digests, or run online", ErrNotRecorded, repository, digest)
 	}
 	if why := verifyRecorded(p, digest, rec); why != "" {
 		return Verified{}, fmt.Errorf("%w: %s@%s: the signature the digest lock file records (%s) does not verify with %s: %s", ErrUnsigned, repository, digest, rec.Manifest, p, why)

@@ -54,7 +54,7 @@ func runDrift(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := drift.Options{ShowTags: c.Bool("show-tags"), Offline: r.Offline(), Logger: logger(c), Signatures: r.Signatures()}
+	opts := drift.Options{ShowTags: c.Bool("show-tags"), Offline: r.Offline(), Logger: logger(c), Signatures: r.PinSignatures()}
 	if c.String("index") != "" || c.String("oci") != "" {
 		opts.Repository = &deprecation.Repository{
 			Index: c.String("index"), OCI: c.String("oci"), Resolver: r, Artifacts: r.Artifacts(),

@@ -82,7 +82,8 @@ func (s *resolverSession) Signatures() *signature.Checker {
 }
 
 // PinSignatures is Signatures, and offline a checker of the signatures the
-// --digests file recorded: pin and release verify a moving digest from it.
+// --digests file recorded: pin and release verify a moving digest from it,
+// drift its pins.
 func (s *resolverSession) PinSignatures() *signature.Checker {
 	if s.lock != nil {
 		c := signature.NewLockChecker(s.lock)

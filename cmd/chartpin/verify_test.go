@@ -250,6 +250,73 @@ func TestPinVerifyOfflineFromTheLock(t *testing.T) {
 	}
 }
 
+// drift offline from a --digests lock verifies each pin's signature from
+// the lock, as pin does, with no request: a lock that records the signature
+// is ok; a tampered record is UNSIGNED (exit 1); a lock that records none
+// (chartpin resolve wrote it) leaves the pin unjudged, in a note.
+func TestDriftVerifyOfflineFromTheLock(t *testing.T) {
+	reg := registrytest.New(t)
+	digest := reg.PushIndex(t, "team/app", "1.0", "linux/amd64")
+	key, err := cosigned.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigDigest, err := key.Push(reg.Host+"/team/app", digest, []name.Option{name.Insecure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := pinChart(t, reg.Host)
+	for n, b := range map[string]string{
+		"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: image\n        verify: {key: cosign.pub}\n",
+		"cosign.pub":    string(key.PublicPEM()),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(dir, "chartpin.yaml")
+	lock := filepath.Join(t.TempDir(), "digests.yaml")
+	if out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--config", cfg, "--write-digests", lock); code != 0 {
+		t.Fatalf("online pin: exit %d\n%s%s", code, out, errOut)
+	}
+	bare := filepath.Join(t.TempDir(), "bare.yaml")
+	if out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "resolve", reg.Host+"/team/app:1.0", "--write-digests", bare); code != 0 {
+		t.Fatalf("resolve: exit %d\n%s%s", code, out, errOut)
+	}
+	locked, err := os.ReadFile(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(locked), "signature: {manifest: "+sigDigest) {
+		t.Fatalf("lock does not record the signature %s:\n%s", sigDigest, locked)
+	}
+	tampered := filepath.Join(t.TempDir(), "tampered.yaml")
+	edited := replaceField(t, string(locked), "payload", base64.StdEncoding.EncodeToString([]byte(strings.Replace(string(decodeField(t, string(locked), "payload")), `"optional":null`, `"optional":{}`, 1))))
+	if err := os.WriteFile(tampered, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	reg.Reset()
+	code, out := runCheck(t, "drift", "--config", cfg, "--digests", lock)
+	wantExit(t, code, 0, out)
+	if !strings.Contains(out, "OFFLINE ok ") || strings.Contains(out, "UNSIGNED") || strings.Contains(out, "not checked") {
+		t.Errorf("drift from a lock that records the signature:\n%s", out)
+	}
+	code, out = runCheck(t, "drift", "--config", cfg, "--digests", tampered)
+	wantExit(t, code, 1, out)
+	if want := "the signature the digest lock file records (" + sigDigest + ") does not verify with key "; !strings.Contains(out, "UNSIGNED  "+dir+"/values.yaml:5 image.digest") || !strings.Contains(out, want) {
+		t.Errorf("drift from a tampered lock: want UNSIGNED saying %q:\n%s", want, out)
+	}
+	code, out = runCheck(t, "drift", "--config", cfg, "--digests", bare)
+	wantExit(t, code, 0, out)
+	if !strings.Contains(out, "OFFLINE ok ") || strings.Contains(out, "UNSIGNED") || !strings.Contains(out, "1 pin(s) with verify: were not checked for signatures: the digest lock file records no signature for them") {
+		t.Errorf("drift from a lock without signatures: want ok and a note:\n%s", out)
+	}
+	if n := len(reg.Requests()); n != 0 {
+		t.Errorf("drift offline sent %d registry requests: %v", n, reg.Requests())
+	}
+}
+
 // decodeField and replaceField read and replace one base64 field of the
 // signature a lock file records.
 func decodeField(t *testing.T, lock, field string) []byte {
