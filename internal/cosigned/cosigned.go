@@ -77,10 +77,16 @@ func Image(payload, sig []byte) (v1.Image, error) {
 // carrying payload and the layer annotations cosign writes beside it (the
 // signature, and for a keyless one its certificate, chain and Rekor bundle).
 func AnnotatedImage(payload []byte, annotations map[string]string) (v1.Image, error) {
+	return LayerImage(types.OCIConfigJSON, signature.SimpleSigningMediaType, payload, annotations)
+}
+
+// LayerImage is an OCI manifest with config media type configType and one
+// layer of layerType holding content, with annotations on the layer.
+func LayerImage(configType, layerType types.MediaType, content []byte, annotations map[string]string) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img = mutate.ConfigMediaType(img, configType)
 	return mutate.Append(img, mutate.Addendum{
-		Layer:       static.NewLayer(payload, signature.SimpleSigningMediaType),
+		Layer:       static.NewLayer(content, layerType),
 		Annotations: annotations,
 	})
 }
@@ -121,6 +127,13 @@ func (k *Key) PushReferrer(repository, digest string, nameOpts []name.Option, op
 	if err != nil {
 		return "", err
 	}
+	return Attach(mutate.ConfigMediaType(img, signature.SignatureArtifactType), repository, digest, nameOpts, opts...)
+}
+
+// Attach pushes img as an OCI referrer of repository@digest (its subject
+// set to that manifest, read from the registry), as cosign does with
+// referrers; it returns the referrer's digest.
+func Attach(img v1.Image, repository, digest string, nameOpts []name.Option, opts ...remote.Option) (string, error) {
 	subjectRef, err := name.NewDigest(repository+"@"+digest, nameOpts...)
 	if err != nil {
 		return "", err
@@ -129,12 +142,11 @@ func (k *Key) PushReferrer(repository, digest string, nameOpts []name.Option, op
 	if err != nil {
 		return "", fmt.Errorf("reading subject %s: %w", subjectRef, err)
 	}
-	img = mutate.ConfigMediaType(img, signature.SignatureArtifactType)
-	sigImg, ok := mutate.Subject(img, *subject).(v1.Image)
+	withSubject, ok := mutate.Subject(img, *subject).(v1.Image)
 	if !ok {
-		return "", fmt.Errorf("setting the subject of a signature")
+		return "", fmt.Errorf("setting the subject of a referrer")
 	}
-	d, err := sigImg.Digest()
+	d, err := withSubject.Digest()
 	if err != nil {
 		return "", err
 	}
@@ -142,8 +154,8 @@ func (k *Key) PushReferrer(repository, digest string, nameOpts []name.Option, op
 	if err != nil {
 		return "", err
 	}
-	if err := remote.Write(ref, sigImg, opts...); err != nil {
-		return "", fmt.Errorf("pushing signature referrer %s: %w", ref, err)
+	if err := remote.Write(ref, withSubject, opts...); err != nil {
+		return "", fmt.Errorf("pushing referrer %s: %w", ref, err)
 	}
 	return d.String(), nil
 }

@@ -5,6 +5,7 @@
 package keyless
 
 import (
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -14,10 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	protobundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
@@ -26,6 +24,7 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/testing/ca"
 	"github.com/sigstore/sigstore-go/pkg/tlog"
+	"github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -60,26 +59,13 @@ func (s *Sigstore) TrustedRootWithCTLog() ([]byte, error) { return s.trustedRoot
 func (s *Sigstore) TrustedRootWithCA(ca *Sigstore) ([]byte, error) { return s.trustedRoot(ca, nil) }
 
 func (s *Sigstore) trustedRoot(ca *Sigstore, ctLogs map[string]*root.TransparencyLog) ([]byte, error) {
-	logs := map[string]*root.TransparencyLog{}
-	for id, l := range s.vs.RekorLogs() {
-		c := *l
-		// The virtual log names itself by the hex string; the file holds the raw key ID.
-		raw, err := hex.DecodeString(id)
-		if err != nil {
-			return nil, err
-		}
-		c.ID = raw
-		logs[id] = &c
+	logs, err := rawIDs(s.vs.RekorLogs())
+	if err != nil {
+		return nil, err
 	}
-	cts := map[string]*root.TransparencyLog{}
-	for id, l := range ctLogs {
-		c := *l
-		raw, err := hex.DecodeString(id)
-		if err != nil {
-			return nil, err
-		}
-		c.ID = raw
-		cts[id] = &c
+	cts, err := rawIDs(ctLogs)
+	if err != nil {
+		return nil, err
 	}
 	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, ca.vs.FulcioCertificateAuthorities(), cts, nil, logs)
 	if err != nil {
@@ -88,46 +74,35 @@ func (s *Sigstore) trustedRoot(ca *Sigstore, ctLogs map[string]*root.Transparenc
 	return tr.MarshalJSON()
 }
 
+// rawIDs copies logs with each ID set to the raw key ID the file holds
+// (the virtual Sigstore names its logs by the hex string).
+func rawIDs(logs map[string]*root.TransparencyLog) (map[string]*root.TransparencyLog, error) {
+	out := make(map[string]*root.TransparencyLog, len(logs))
+	for id, l := range logs {
+		raw, err := hex.DecodeString(id)
+		if err != nil {
+			return nil, err
+		}
+		c := *l
+		c.ID = raw
+		out[id] = &c
+	}
+	return out, nil
+}
+
 // Annotations signs payload as identity (issued by issuer) and returns the
 // layer annotations cosign writes: signature, certificate, chain and the
 // Rekor bundle.
 func (s *Sigstore) Annotations(identity, issuer string, payload []byte) (map[string]string, error) {
-	e, err := s.vs.Sign(identity, issuer, payload)
+	e, err := s.logged(s.vs.Sign(identity, issuer, payload))
 	if err != nil {
 		return nil, err
 	}
-	sc, err := e.SignatureContent()
+	bundle, err := json.Marshal(map[string]any{"SignedEntryTimestamp": e.set, "Payload": e.rp})
 	if err != nil {
 		return nil, err
 	}
-	vc, err := e.VerificationContent()
-	if err != nil {
-		return nil, err
-	}
-	entries, err := e.TlogEntries()
-	if err != nil || len(entries) != 1 {
-		return nil, fmt.Errorf("virtual Sigstore: want one log entry, got %d (%v)", len(entries), err)
-	}
-	tle := entries[0].TransparencyLogEntry()
-	logID, err := s.vs.RekorLogID()
-	if err != nil {
-		return nil, err
-	}
-	rp := tlog.RekorPayload{
-		Body:           base64.StdEncoding.EncodeToString(tle.CanonicalizedBody),
-		IntegratedTime: tle.IntegratedTime,
-		LogIndex:       tle.LogIndex,
-		LogID:          logID,
-	}
-	set, err := s.vs.RekorSignPayload(rp)
-	if err != nil {
-		return nil, err
-	}
-	bundle, err := json.Marshal(map[string]any{"SignedEntryTimestamp": set, "Payload": rp})
-	if err != nil {
-		return nil, err
-	}
-	cert, err := cryptoutils.MarshalCertificateToPEM(vc.Certificate())
+	cert, err := cryptoutils.MarshalCertificateToPEM(e.cert)
 	if err != nil {
 		return nil, err
 	}
@@ -137,11 +112,57 @@ func (s *Sigstore) Annotations(identity, issuer string, payload []byte) (map[str
 		return nil, err
 	}
 	return map[string]string{
-		signature.SignatureAnnotation:   base64.StdEncoding.EncodeToString(sc.MessageSignatureContent().Signature()),
+		signature.SignatureAnnotation:   base64.StdEncoding.EncodeToString(e.sig.MessageSignatureContent().Signature()),
 		signature.CertificateAnnotation: string(cert),
 		signature.ChainAnnotation:       string(chain),
 		signature.BundleAnnotation:      string(bundle),
 	}, nil
+}
+
+// entry is one signing by the virtual Sigstore: its signature, its
+// certificate, its log entry and the log's signed entry timestamp (set)
+// over rp.
+type entry struct {
+	sig  verify.SignatureContent
+	cert *x509.Certificate
+	tle  *protorekor.TransparencyLogEntry
+	rp   tlog.RekorPayload
+	set  []byte
+}
+
+// logged reads a signing's parts and has the log sign its entry.
+func (s *Sigstore) logged(te *ca.TestEntity, err error) (entry, error) {
+	if err != nil {
+		return entry{}, err
+	}
+	sc, err := te.SignatureContent()
+	if err != nil {
+		return entry{}, err
+	}
+	vc, err := te.VerificationContent()
+	if err != nil {
+		return entry{}, err
+	}
+	entries, err := te.TlogEntries()
+	if err != nil || len(entries) != 1 {
+		return entry{}, fmt.Errorf("virtual Sigstore: want one log entry, got %d (%v)", len(entries), err)
+	}
+	tle := entries[0].TransparencyLogEntry()
+	logID, err := s.vs.RekorLogID()
+	if err != nil {
+		return entry{}, err
+	}
+	rp := tlog.RekorPayload{
+		Body:           base64.StdEncoding.EncodeToString(tle.CanonicalizedBody),
+		IntegratedTime: tle.IntegratedTime,
+		LogIndex:       tle.LogIndex,
+		LogID:          logID,
+	}
+	set, err := s.vs.RekorSignPayload(rp)
+	if err != nil {
+		return entry{}, err
+	}
+	return entry{sig: sc, cert: vc.Certificate(), tle: tle, rp: rp, set: set}, nil
 }
 
 // Image is the signature manifest of repository@digest signed as identity.
@@ -169,39 +190,14 @@ func (s *Sigstore) Push(identity, issuer, repository, digest string, nameOpts []
 // a DSSE envelope, the certificate, and the Rekor entry with its inclusion
 // proof and signed entry timestamp.
 func (s *Sigstore) Bundle(identity, issuer string, statement []byte) ([]byte, error) {
-	e, err := s.vs.AttestAtTime(identity, issuer, statement, time.Now().Add(5*time.Minute), true)
+	e, err := s.logged(s.vs.AttestAtTime(identity, issuer, statement, time.Now().Add(5*time.Minute), true))
 	if err != nil {
 		return nil, err
 	}
-	sc, err := e.SignatureContent()
-	if err != nil {
-		return nil, err
-	}
-	vc, err := e.VerificationContent()
-	if err != nil {
-		return nil, err
-	}
-	entries, err := e.TlogEntries()
-	if err != nil || len(entries) != 1 {
-		return nil, fmt.Errorf("virtual Sigstore: want one log entry, got %d (%v)", len(entries), err)
-	}
-	tle := entries[0].TransparencyLogEntry()
-	logID, err := s.vs.RekorLogID()
-	if err != nil {
-		return nil, err
-	}
-	set, err := s.vs.RekorSignPayload(tlog.RekorPayload{
-		Body:           base64.StdEncoding.EncodeToString(tle.CanonicalizedBody),
-		IntegratedTime: tle.IntegratedTime,
-		LogIndex:       tle.LogIndex,
-		LogID:          logID,
-	})
-	if err != nil {
-		return nil, err
-	}
-	tle.InclusionPromise = &protorekor.InclusionPromise{SignedEntryTimestamp: set}
+	tle := e.tle
+	tle.InclusionPromise = &protorekor.InclusionPromise{SignedEntryTimestamp: e.set}
 	tle.KindVersion = &protorekor.KindVersion{Kind: "dsse", Version: "0.0.1"}
-	env := sc.EnvelopeContent().RawEnvelope()
+	env := e.sig.EnvelopeContent().RawEnvelope()
 	payload, err := base64.StdEncoding.DecodeString(env.Payload)
 	if err != nil {
 		return nil, err
@@ -213,7 +209,7 @@ func (s *Sigstore) Bundle(identity, issuer string, statement []byte) ([]byte, er
 	pb := &protobundle.Bundle{
 		MediaType: signature.SigstoreBundleArtifactType,
 		VerificationMaterial: &protobundle.VerificationMaterial{
-			Content:     &protobundle.VerificationMaterial_Certificate{Certificate: &protocommon.X509Certificate{RawBytes: vc.Certificate().Raw}},
+			Content:     &protobundle.VerificationMaterial_Certificate{Certificate: &protocommon.X509Certificate{RawBytes: e.cert.Raw}},
 			TlogEntries: []*protorekor.TransparencyLogEntry{tle},
 		},
 		Content: &protobundle.Bundle_DsseEnvelope{DsseEnvelope: &protodsse.Envelope{
@@ -241,34 +237,10 @@ func Statement(repository, digest, predicateType string) []byte {
 // PushBundle pushes a sigstore bundle as an OCI referrer of
 // repository@digest, as cosign does; it returns the referrer's digest.
 func PushBundle(bundle []byte, repository, digest string, nameOpts []name.Option, opts ...remote.Option) (string, error) {
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.MediaType(signature.SigstoreBundleArtifactType))
-	img, err := mutate.Append(img, mutate.Addendum{Layer: static.NewLayer(bundle, types.MediaType(signature.SigstoreBundleArtifactType))})
+	mt := types.MediaType(signature.SigstoreBundleArtifactType)
+	img, err := cosigned.LayerImage(mt, mt, bundle, nil)
 	if err != nil {
 		return "", err
 	}
-	subjectRef, err := name.NewDigest(repository+"@"+digest, nameOpts...)
-	if err != nil {
-		return "", err
-	}
-	subject, err := remote.Head(subjectRef, opts...)
-	if err != nil {
-		return "", err
-	}
-	withSubject, ok := mutate.Subject(img, *subject).(v1.Image)
-	if !ok {
-		return "", fmt.Errorf("setting the subject of a bundle")
-	}
-	d, err := withSubject.Digest()
-	if err != nil {
-		return "", err
-	}
-	ref, err := name.NewDigest(repository+"@"+d.String(), nameOpts...)
-	if err != nil {
-		return "", err
-	}
-	if err := remote.Write(ref, withSubject, opts...); err != nil {
-		return "", fmt.Errorf("pushing bundle referrer %s: %w", ref, err)
-	}
-	return d.String(), nil
+	return cosigned.Attach(img, repository, digest, nameOpts, opts...)
 }
