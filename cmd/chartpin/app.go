@@ -191,3 +191,15 @@ func commandContext(c *cli.Context) (context.Context, context.CancelFunc) {
 	sessionOf(c).timeout = d
 	return context.WithTimeout(c.Context, d)
 }
+
+// resolverContext is commandContext and the resolver the flags ask for;
+// the caller defers cancel once err is nil.
+func resolverContext(c *cli.Context) (context.Context, context.CancelFunc, *resolverSession, error) {
+	ctx, cancel := commandContext(c)
+	r, err := newResolver(c)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, cancel, r, nil
+}

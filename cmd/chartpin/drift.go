@@ -16,7 +16,7 @@ import (
 )
 
 func driftCommand() *cli.Command {
-	return &cli.Command{
+	return withOutput(&cli.Command{
 		Name:      "drift",
 		Usage:     "read-only: does each pin's float still resolve to it? " + statusList(" / "),
 		ArgsUsage: "[CHART_DIR...]",
@@ -25,16 +25,12 @@ func driftCommand() *cli.Command {
 			&cli.StringFlag{Name: "index", Usage: "report versions each Chart.yaml names that this index.yaml (`URL|FILE`) marks deprecated"},
 			&cli.StringFlag{Name: "oci", Usage: "report versions each Chart.yaml names that are deprecated under `oci://HOST/PATH`"},
 			&cli.BoolFlag{Name: "show-tags", Usage: "for drifted pins, list the tags that share the new digest (lists tags: GET requests)"},
-			outputFlag(),
 		),
 		Action: runDrift,
-	}
+	})
 }
 
 func runDrift(c *cli.Context) error {
-	if _, err := format(c); err != nil {
-		return err
-	}
 	if oci := c.String("oci"); oci != "" {
 		if err := publish.CheckOCI(oci); err != nil {
 			return err
@@ -48,12 +44,11 @@ func runDrift(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	r, err := newResolver(c)
+	ctx, cancel, r, err := resolverContext(c)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	opts := drift.Options{ShowTags: c.Bool("show-tags"), Offline: r.Offline(), Logger: logger(c), Signatures: r.PinSignatures()}
 	if c.String("index") != "" || c.String("oci") != "" {
 		opts.Repository = &deprecation.Repository{

@@ -15,7 +15,7 @@ import (
 )
 
 func initCommand() *cli.Command {
-	return &cli.Command{
+	return withOutput(&cli.Command{
 		Name:      "init",
 		Usage:     "write a chartpin.yaml from what discovery finds in each chart",
 		ArgsUsage: "[CHART_DIR...]",
@@ -28,22 +28,17 @@ func initCommand() *cli.Command {
 			&cli.StringFlag{Name: "config", Value: config.FileName, Usage: "the `FILE` to write (dir: entries are relative to it)"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing config file"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the config, write nothing"},
-			outputFlag(),
 		),
 		Action: runInit,
-	}
+	})
 }
 
 func runInit(c *cli.Context) error {
-	if _, err := format(c); err != nil {
-		return err
-	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	r, err := newResolver(c)
+	ctx, cancel, r, err := resolverContext(c)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	res, err := adopt.Plan(ctx, adopt.Options{ConfigPath: c.String("config"), ChartDirs: c.Args().Slice(), Resolver: r})
 	if err != nil {
 		return err

@@ -27,6 +27,20 @@ func outputFlag() cli.Flag {
 	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "`FORMAT`: text, json or markdown (table is text)"}
 }
 
+// withOutput adds -o as cmd's last flag and checks it before cmd's action
+// runs, so a bad format is refused before any work.
+func withOutput(cmd *cli.Command) *cli.Command {
+	cmd.Flags = append(cmd.Flags, outputFlag())
+	action := cmd.Action
+	cmd.Action = func(c *cli.Context) error {
+		if _, err := format(c); err != nil {
+			return err
+		}
+		return action(c)
+	}
+	return cmd
+}
+
 // formats are the values -o takes, with the format each one means.
 var formats = map[string]string{"text": "text", "table": "text", "json": "json", "markdown": "markdown"}
 

@@ -14,7 +14,7 @@ import (
 )
 
 func pinCommand() *cli.Command {
-	return &cli.Command{
+	return withOutput(&cli.Command{
 		Name:      "pin",
 		Usage:     "resolve every image a chart declares, write the pins into values.yaml, bump version+appVersion",
 		ArgsUsage: "[CHART_DIR...]",
@@ -29,26 +29,21 @@ func pinCommand() *cli.Command {
 			"for every pin it cannot pin and every old-digest copy it leaves.",
 		Flags: append(pinFlags(),
 			&cli.BoolFlag{Name: "dry-run", Usage: "print a unified diff, write nothing"},
-			outputFlag(),
 		),
 		Action: runPin,
-	}
+	})
 }
 
 func runPin(c *cli.Context) error {
-	if _, err := format(c); err != nil {
-		return err
-	}
 	opts, err := pinOptions(c)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	r, err := newResolver(c)
+	ctx, cancel, r, err := resolverContext(c)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	opts.Resolver, opts.Signatures, opts.DryRun = r, r.PinSignatures(), c.Bool("dry-run")
 	unlock, notes, err := pin.Lock(ctx, opts)
 	if err != nil {

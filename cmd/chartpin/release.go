@@ -96,12 +96,11 @@ func runRelease(c *cli.Context) error {
 		}
 		prs = gh
 	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	r, err := newResolver(c)
+	ctx, cancel, r, err := resolverContext(c)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	pinOpts.Resolver, pinOpts.Signatures = r, r.PinSignatures()
 	rep, err := release.Run(ctx, release.Options{
 		Pin:  pinOpts,

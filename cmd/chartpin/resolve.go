@@ -210,12 +210,11 @@ func runResolve(c *cli.Context) error {
 			platforms = append(platforms, p)
 		}
 	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	r, err := newResolver(c)
+	ctx, cancel, r, err := resolverContext(c)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	// A digest costs one HEAD, as with crane digest; platforms cost a GET
 	// per index, so they are read only when asked for (a lock file records
 	// them, so that --platforms can be checked offline).
