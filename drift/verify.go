@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
+	"github.com/chartpin/chartpin/internal/fanout"
 	"github.com/chartpin/chartpin/signature"
 )
 
@@ -42,9 +42,6 @@ func (c *checker) checkSignatures(ctx context.Context) {
 		repo, digest string
 	}
 	// digests each item needs verified, deduplicated across the run.
-	errs := map[lookup]error{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
 	need := func(it *Item) []string {
 		ds := []string{it.Pinned}
 		if it.Status == Drift && it.Current != it.Pinned {
@@ -53,28 +50,19 @@ func (c *checker) checkSignatures(ctx context.Context) {
 		return ds
 	}
 	lookupKey := func(it *Item, d string) lookup { return lookup{specOf(it), it.repo, d} }
-	started := map[lookup]bool{}
+	var keys []lookup
 	for _, it := range items {
 		if policyErrs[specOf(it)] != nil {
 			continue
 		}
 		for _, d := range need(it) {
-			k := lookupKey(it, d)
-			if started[k] {
-				continue
-			}
-			started[k] = true
-			wg.Add(1)
-			go func(p *signature.Policy, repo, digest string) {
-				defer wg.Done()
-				_, err := c.o.Signatures.Check(ctx, p, repo, digest)
-				mu.Lock()
-				errs[k] = err
-				mu.Unlock()
-			}(policies[specOf(it)], it.repo, d)
+			keys = append(keys, lookupKey(it, d))
 		}
 	}
-	wg.Wait()
+	_, errs := fanout.Map(keys, func(k lookup) (struct{}, error) {
+		_, err := c.o.Signatures.Check(ctx, policies[k.spec], k.repo, k.digest)
+		return struct{}{}, err
+	})
 	unrecorded := 0
 	for _, it := range items {
 		if err := policyErrs[specOf(it)]; err != nil {

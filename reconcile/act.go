@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/fanout"
 )
 
 // act carries out the plans: annotations, patches, Events, rollout waits.
@@ -96,18 +96,9 @@ func (r *Reconciler) waitAll(ctx context.Context, waits []*plan, res *Result) []
 	var errs []error
 	// Rollouts run in parallel, so the tick needs one --rollout-timeout, not
 	// one per workload (docs/design.md#deadlines-with-slack).
-	waitErrs := make([]error, len(waits))
-	var wg sync.WaitGroup
-	for i, p := range waits {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			waitErrs[i] = r.wait(ctx, p)
-		}()
-	}
-	wg.Wait()
-	for i, p := range waits {
-		if err := waitErrs[i]; err != nil {
+	_, waitErrs := fanout.Map(waits, func(p *plan) (struct{}, error) { return struct{}{}, r.wait(ctx, p) })
+	for _, p := range waits {
+		if err := waitErrs[p]; err != nil {
 			errs = append(errs, err, r.event(ctx, p.w, corev1.EventTypeWarning, "ReimageRolloutFailed", err.Error()))
 			continue
 		}
