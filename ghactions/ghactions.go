@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/chartpin/chartpin/internal/relpath"
 )
 
 // Level is the kind of annotation.
@@ -128,11 +130,7 @@ func (r *Runner) RelPath(path string) string {
 	if r == nil || r.workspace == "" || !filepath.IsAbs(path) {
 		return filepath.ToSlash(path)
 	}
-	rel, err := filepath.Rel(r.workspace, path)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return filepath.ToSlash(path)
-	}
-	return filepath.ToSlash(rel)
+	return filepath.ToSlash(relpath.Show(r.workspace, path))
 }
 
 // Untrusted runs print with workflow commands switched off around it when

@@ -29,6 +29,7 @@ import (
 
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/redact"
+	"github.com/chartpin/chartpin/internal/relpath"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -364,15 +365,15 @@ func (r *Repo) rel(p string) (string, error) {
 	if !filepath.IsAbs(p) {
 		return filepath.ToSlash(filepath.Clean(p)), nil
 	}
-	dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+	real, err := relpath.Real(p)
 	if err != nil {
 		return "", fmt.Errorf("resolving %s: %w", p, err)
 	}
-	rel, err := filepath.Rel(r.root, filepath.Join(dir, filepath.Base(p)))
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	rel, ok := relpath.In(r.root, real)
+	if !ok {
 		return "", fmt.Errorf("%s is outside the repository %s", p, r.root)
 	}
-	return filepath.ToSlash(rel), nil
+	return rel, nil
 }
 
 // Push points the local branch at commit and pushes it. base is the state

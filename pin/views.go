@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/chartpin/chartpin/ghactions"
+	"github.com/chartpin/chartpin/internal/relpath"
 	"github.com/chartpin/chartpin/resolver"
 )
 
@@ -306,13 +307,7 @@ func rel(p string) string {
 	return relTo(wd, p)
 }
 
-func relTo(base, p string) string {
-	r, err := filepath.Rel(base, p)
-	if err != nil || strings.HasPrefix(r, "..") {
-		return p
-	}
-	return r
-}
+func relTo(base, p string) string { return relpath.Show(base, p) }
 
 // unified renders a unified diff with three lines of context. Pins are
 // one-line splices, so before and after mostly pair line by line; a block

@@ -26,6 +26,7 @@ import (
 	"github.com/chartpin/chartpin/gitops"
 	"github.com/chartpin/chartpin/internal/failure"
 	"github.com/chartpin/chartpin/internal/redact"
+	"github.com/chartpin/chartpin/internal/relpath"
 	"github.com/chartpin/chartpin/pin"
 	"github.com/chartpin/chartpin/pullrequest"
 )
@@ -246,13 +247,10 @@ func files(plan *pin.Result) map[string][]byte {
 }
 
 func relToRoot(root, p string) string {
-	if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
-		p = filepath.Join(dir, filepath.Base(p))
+	if real, err := relpath.Real(p); err == nil {
+		p = real
 	}
-	if rel, err := filepath.Rel(root, p); err == nil {
-		return filepath.ToSlash(rel)
-	}
-	return p
+	return filepath.ToSlash(relpath.Show(root, p))
 }
 
 // withoutTrailer drops chartpin's trailer from a commit message.
