@@ -29,50 +29,29 @@ type signedFixture struct {
 
 func writeSignedChart(t *testing.T, reg *registrytest.Registry) signedFixture {
 	t.Helper()
-	key, err := cosigned.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := cosigned.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
 	repo := reg.Host + "/team/app"
 	insecure := []name.Option{name.Insecure}
-	sign := func(k *cosigned.Key, digest string) {
+	c, err := cosigned.PushCases(repo, func(tag string) string { return reg.PushIndex(t, "team/app", tag, "linux/amd64") }, insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned, otherKey, tampered := c.Unsigned, c.OtherKey, c.Tampered
+	sign := func(digest string) {
 		t.Helper()
-		if _, err := k.Push(repo, digest, insecure); err != nil {
+		if _, err := c.Key.Push(repo, digest, insecure); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f := signedFixture{dir: t.TempDir()}
-	f.signed = reg.PushIndex(t, "team/app", "signed", "linux/amd64")
-	sign(key, f.signed)
-	unsigned := reg.PushIndex(t, "team/app", "unsigned", "linux/amd64")
-	otherKey := reg.PushIndex(t, "team/app", "otherkey", "linux/amd64")
-	sign(other, otherKey)
-	tampered := reg.PushIndex(t, "team/app", "tampered", "linux/amd64")
-	sig, err := key.Sign(cosigned.Payload(repo, tampered))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evil := strings.Replace(string(cosigned.Payload(repo, tampered)), `"optional":null`, `"optional":{"by":"ci"}`, 1)
-	img, err := cosigned.Image([]byte(evil), sig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cosigned.PushTag(img, repo, tampered, insecure); err != nil {
-		t.Fatal(err)
-	}
+	f := signedFixture{dir: t.TempDir(), signed: c.Signed}
 	// A signed pin whose tag now names an unsigned digest, and one whose
 	// tag now names a signed digest (plain DRIFT).
 	f.moved = reg.PushIndex(t, "team/app", "moved", "linux/amd64")
-	sign(key, f.moved)
+	sign(f.moved)
 	f.movedTo = reg.PushIndex(t, "team/app", "moved", "linux/arm64")
 	f.signedMoveFrom = reg.PushIndex(t, "team/app", "next", "linux/amd64")
-	sign(key, f.signedMoveFrom)
+	sign(f.signedMoveFrom)
 	f.signedNew = reg.PushIndex(t, "team/app", "next", "linux/arm64")
-	sign(key, f.signedNew)
+	sign(f.signedNew)
 
 	values := ""
 	cfg := "charts:\n  - dir: .\n    images:\n"
@@ -92,10 +71,32 @@ func writeSignedChart(t *testing.T, reg *registrytest.Registry) signedFixture {
 		"Chart.yaml":    "apiVersion: v2\nname: edge\nversion: 1.0.0\n",
 		"values.yaml":   values,
 		"chartpin.yaml": cfg,
-		"cosign.pub":    string(key.PublicPEM()),
+		"cosign.pub":    string(c.Key.PublicPEM()),
 	})
 	f.cfg = filepath.Join(f.dir, "chartpin.yaml")
 	return f
+}
+
+// checkSigned runs drift over writeSignedChart's chart, with a signature
+// checker or without (offline); reg's requests are those of the run.
+func checkSigned(t *testing.T, reg *registrytest.Registry, checker bool) (signedFixture, *drift.Report) {
+	t.Helper()
+	f := writeSignedChart(t, reg)
+	cfg, err := config.Load(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newResolver(t, reg.Host)
+	reg.Reset()
+	var opts drift.Options
+	if checker {
+		opts.Signatures = signature.NewChecker(r)
+	}
+	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, rep
 }
 
 // drift with verify: reports a pinned digest without a valid signature by
@@ -104,17 +105,7 @@ func writeSignedChart(t *testing.T, reg *registrytest.Registry) signedFixture {
 // signature is looked up once per run, however many pins share it.
 func TestUnsignedPinsAreFindings(t *testing.T) {
 	reg := registrytest.New(t)
-	f := writeSignedChart(t, reg)
-	cfg, err := config.Load(f.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newResolver(t, reg.Host)
-	reg.Reset()
-	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}}, drift.Options{Signatures: signature.NewChecker(r)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, rep := checkSigned(t, reg, true)
 	got := byPath(t, rep)
 	for path, want := range map[string]struct {
 		st  drift.Status
@@ -166,17 +157,7 @@ func TestUnsignedPinsAreFindings(t *testing.T) {
 // passed as checked and never failed for want of the registry.
 func TestVerifyWithoutCheckerIsANote(t *testing.T) {
 	reg := registrytest.New(t)
-	f := writeSignedChart(t, reg)
-	cfg, err := config.Load(f.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newResolver(t, reg.Host)
-	reg.Reset()
-	rep, err := drift.Check(context.Background(), r, []drift.Target{{Dir: f.dir, Config: &cfg.Charts[0]}}, drift.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rep := checkSigned(t, reg, false)
 	if n := rep.Count(drift.Unsigned); n != 0 {
 		t.Errorf("%d UNSIGNED without a checker", n)
 	}
@@ -191,16 +172,9 @@ func TestVerifyWithoutCheckerIsANote(t *testing.T) {
 // A keyless verify: is checked too: a pin signed by the configured identity
 // is OK, one signed by another identity is UNSIGNED.
 func TestKeylessPinsAreChecked(t *testing.T) {
-	const (
-		identity = "https://github.com/acme/app/.github/workflows/release.yaml@refs/heads/main"
-		issuer   = "https://token.actions.githubusercontent.com"
-	)
+	identity, issuer := keyless.Identity, keyless.Issuer
 	reg := registrytest.New(t)
-	ss, err := keyless.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	trustedRoot, err := ss.TrustedRoot()
+	ss, trustedRoot, err := keyless.NewWithRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

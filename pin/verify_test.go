@@ -19,6 +19,18 @@ import (
 	"github.com/chartpin/chartpin/signature"
 )
 
+// planVerified plans cfg with a fresh resolver (its Stats are the plan's
+// requests) checking signatures.
+func planVerified(t *testing.T, opts resolver.Options, cfg string) (*Result, *resolver.Remote, error) {
+	t.Helper()
+	r, err := resolver.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Plan(context.Background(), Options{ConfigPath: cfg, Resolver: r, Signatures: signature.NewChecker(r)})
+	return res, r, err
+}
+
 // verify: against Debian's docker-registry: a digest signed with the
 // configured key is pinned; unsigned, other-key and tampered-payload digests
 // are refused with the image and the reason, and nothing is written. A
@@ -27,39 +39,13 @@ func TestVerifyAgainstDistribution(t *testing.T) {
 	reg := registrytest.StartDistribution(t, registrytest.DistributionOptions{Htpasswd: map[string]string{"release": "s3cret"}})
 	auth := remote.WithAuth(reg.Auth)
 	insecure := []name.Option{name.Insecure}
-	key, err := cosigned.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := cosigned.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
 	repo := reg.Host + "/team/app"
 	old := reg.PushIndex(t, "team/app", "old", "linux/amd64", "linux/arm64")
-	signed := reg.PushIndex(t, "team/app", "signed", "linux/amd64", "linux/arm64")
-	sigDigest, err := key.Push(repo, signed, insecure, auth)
+	c, err := cosigned.PushCases(repo, func(tag string) string { return reg.PushIndex(t, "team/app", tag, "linux/amd64", "linux/arm64") }, insecure, auth)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.PushIndex(t, "team/app", "unsigned", "linux/amd64", "linux/arm64")
-	otherKey := reg.PushIndex(t, "team/app", "otherkey", "linux/amd64", "linux/arm64")
-	if _, err := other.Push(repo, otherKey, insecure, auth); err != nil {
-		t.Fatal(err)
-	}
-	tampered := reg.PushIndex(t, "team/app", "tampered", "linux/amd64", "linux/arm64")
-	sig, err := key.Sign(cosigned.Payload(repo, tampered))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evil := []byte(strings.Replace(string(cosigned.Payload(repo, tampered)), `"optional":null`, `"optional":{"by":"ci"}`, 1))
-	img, err := cosigned.Image(evil, sig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cosigned.PushTag(img, repo, tampered, insecure, auth); err != nil {
-		t.Fatal(err)
-	}
+	key, signed, sigDigest, otherKey, tampered := c.Key, c.Signed, c.Signature, c.OtherKey, c.Tampered
 
 	setup := func(t *testing.T, tag string) (string, string) {
 		dir := t.TempDir()
@@ -77,12 +63,7 @@ func TestVerifyAgainstDistribution(t *testing.T) {
 		return dir, filepath.Join(dir, "chartpin.yaml")
 	}
 	plan := func(cfg string) (*Result, *resolver.Remote, error) {
-		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}, Keychain: resolver.StaticKeychain("release", "s3cret")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Plan(context.Background(), Options{ConfigPath: cfg, Resolver: r, Signatures: signature.NewChecker(r)})
-		return res, r, err
+		return planVerified(t, resolver.Options{InsecureRegistries: []string{reg.Host}, Keychain: resolver.StaticKeychain("release", "s3cret")}, cfg)
 	}
 
 	t.Run("signed", func(t *testing.T) {
@@ -167,17 +148,10 @@ func TestVerifyAgainstDistribution(t *testing.T) {
 // identity, another issuer or a tampered payload is refused and nothing is
 // written. A re-run over the verified pin reads no signature.
 func TestVerifyKeyless(t *testing.T) {
-	const (
-		identity = "https://github.com/acme/app/.github/workflows/release.yaml@refs/heads/main"
-		issuer   = "https://token.actions.githubusercontent.com"
-	)
+	identity, issuer := keyless.Identity, keyless.Issuer
 	reg := registrytest.New(t)
 	insecure := []name.Option{name.Insecure}
-	ss, err := keyless.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	trustedRoot, err := ss.TrustedRoot()
+	ss, trustedRoot, err := keyless.NewWithRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,15 +169,7 @@ func TestVerifyKeyless(t *testing.T) {
 	sign("other-identity", "https://github.com/evil/app/.github/workflows/release.yaml@refs/heads/main", issuer)
 	sign("other-issuer", identity, "https://accounts.google.com")
 	tampered := reg.PushIndex(t, "team/app", "tampered", "linux/amd64", "linux/arm64")
-	a, err := ss.Annotations(identity, issuer, cosigned.Payload(repo, tampered))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := cosigned.AnnotatedImage([]byte(strings.Replace(string(cosigned.Payload(repo, tampered)), `"optional":null`, `"optional":{"by":"ci"}`, 1)), a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cosigned.PushTag(img, repo, tampered, insecure); err != nil {
+	if _, err := ss.PushTampered(identity, issuer, repo, tampered, insecure); err != nil {
 		t.Fatal(err)
 	}
 
@@ -218,12 +184,7 @@ func TestVerifyKeyless(t *testing.T) {
 		return dir, filepath.Join(dir, "chartpin.yaml")
 	}
 	plan := func(cfg string) (*Result, *resolver.Remote, error) {
-		r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Plan(context.Background(), Options{ConfigPath: cfg, Resolver: r, Signatures: signature.NewChecker(r)})
-		return res, r, err
+		return planVerified(t, resolver.Options{InsecureRegistries: []string{reg.Host}}, cfg)
 	}
 
 	t.Run("signed", func(t *testing.T) {

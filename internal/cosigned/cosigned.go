@@ -168,3 +168,58 @@ func (k *Key) signed(repository, digest string) (v1.Image, error) {
 	}
 	return Image(p, sig)
 }
+
+// Tamper is payload with a field added after signing: a signature over
+// payload no longer covers it.
+func Tamper(payload []byte) []byte {
+	return []byte(strings.Replace(string(payload), `"optional":null`, `"optional":{"by":"ci"}`, 1))
+}
+
+// PushTampered signs repository@digest and pushes to its .sig tag the
+// signature beside a tampered payload (Tamper); it returns the signature
+// manifest's digest.
+func (k *Key) PushTampered(repository, digest string, nameOpts []name.Option, opts ...remote.Option) (string, error) {
+	p := Payload(repository, digest)
+	sig, err := k.Sign(p)
+	if err != nil {
+		return "", err
+	}
+	img, err := Image(Tamper(p), sig)
+	if err != nil {
+		return "", err
+	}
+	return PushTag(img, repository, digest, nameOpts, opts...)
+}
+
+// Cases are the images a verify: test checks, each under the tag of its
+// name in one repository: signed by Key, unsigned, signed by another key
+// (otherkey) and signed by Key beside a tampered payload (tampered).
+type Cases struct {
+	Key                                  *Key
+	Signed, Unsigned, OtherKey, Tampered string // image digests
+	Signature                            string // Signed's signature manifest
+}
+
+// PushCases pushes the Cases to repository with a fresh Key; push(tag)
+// pushes an image to repository:tag and returns its digest.
+func PushCases(repository string, push func(tag string) string, nameOpts []name.Option, opts ...remote.Option) (Cases, error) {
+	key, err := NewKey()
+	if err != nil {
+		return Cases{}, err
+	}
+	other, err := NewKey()
+	if err != nil {
+		return Cases{}, err
+	}
+	c := Cases{Key: key, Signed: push("signed"), Unsigned: push("unsigned"), OtherKey: push("otherkey"), Tampered: push("tampered")}
+	if c.Signature, err = key.Push(repository, c.Signed, nameOpts, opts...); err != nil {
+		return Cases{}, err
+	}
+	if _, err := other.Push(repository, c.OtherKey, nameOpts, opts...); err != nil {
+		return Cases{}, err
+	}
+	if _, err := key.PushTampered(repository, c.Tampered, nameOpts, opts...); err != nil {
+		return Cases{}, err
+	}
+	return c, nil
+}

@@ -32,6 +32,13 @@ import (
 	"github.com/chartpin/chartpin/signature"
 )
 
+// Identity and Issuer are a GitHub Actions release workflow's, the
+// signer the tests configure.
+const (
+	Identity = "https://github.com/acme/app/.github/workflows/release.yaml@refs/heads/main"
+	Issuer   = "https://token.actions.githubusercontent.com"
+)
+
 // Sigstore is a Fulcio CA and a Rekor log of its own.
 type Sigstore struct{ vs *ca.VirtualSigstore }
 
@@ -42,6 +49,19 @@ func New() (*Sigstore, error) {
 		return nil, err
 	}
 	return &Sigstore{vs: vs}, nil
+}
+
+// NewWithRoot is New and the new Sigstore's TrustedRoot.
+func NewWithRoot() (*Sigstore, []byte, error) {
+	s, err := New()
+	if err != nil {
+		return nil, nil, err
+	}
+	tr, err := s.TrustedRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, tr, nil
 }
 
 // TrustedRoot is trusted_root.json for this Sigstore: its CA and its log,
@@ -179,6 +199,22 @@ func (s *Sigstore) Image(identity, issuer, repository, digest string) (v1.Image,
 // its .sig tag; it returns the signature manifest's digest.
 func (s *Sigstore) Push(identity, issuer, repository, digest string, nameOpts []name.Option, opts ...remote.Option) (string, error) {
 	img, err := s.Image(identity, issuer, repository, digest)
+	if err != nil {
+		return "", err
+	}
+	return cosigned.PushTag(img, repository, digest, nameOpts, opts...)
+}
+
+// PushTampered signs repository@digest as identity and pushes to its .sig
+// tag the signature beside a tampered payload (cosigned.Tamper); it returns
+// the signature manifest's digest.
+func (s *Sigstore) PushTampered(identity, issuer, repository, digest string, nameOpts []name.Option, opts ...remote.Option) (string, error) {
+	p := cosigned.Payload(repository, digest)
+	a, err := s.Annotations(identity, issuer, p)
+	if err != nil {
+		return "", err
+	}
+	img, err := cosigned.AnnotatedImage(cosigned.Tamper(p), a)
 	if err != nil {
 		return "", err
 	}
