@@ -47,6 +47,17 @@ func TestTargetsCarryVerifyKey(t *testing.T) {
 		}
 	}
 	// What the reconcile reads: the ConfigMap's targets.yaml as rendered.
+	for _, tg := range reconcileTargets(t, r) {
+		if (tg.Verify != nil) != (tg.ID == "jobs-manager-api") {
+			t.Errorf("reconcile reads target %s with verify %+v", tg.ID, tg.Verify)
+		}
+	}
+}
+
+// reconcileTargets is the targets.yaml of r's reconcile ConfigMap as the
+// reconcile parses it.
+func reconcileTargets(t *testing.T, r rendered) []reconcile.Target {
+	t.Helper()
 	o, ok := find(r.objs, "ConfigMap", releaseNs, r.base+"-reconcile")
 	if !ok {
 		t.Fatal("no reconcile ConfigMap")
@@ -57,11 +68,7 @@ func TestTargetsCarryVerifyKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tg := range f.Targets {
-		if (tg.Verify != nil) != (tg.ID == "jobs-manager-api") {
-			t.Errorf("reconcile reads target %s with verify %+v", tg.ID, tg.Verify)
-		}
-	}
+	return f.Targets
 }
 
 // verify: without a PEM key is refused, by the schema and, without it, by
@@ -81,10 +88,7 @@ func TestVerifyKeyRequired(t *testing.T) {
 	}
 }
 
-const (
-	signerIdentity = "https://github.com/acme/app/.github/workflows/release.yaml@refs/heads/main"
-	signerIssuer   = "https://token.actions.githubusercontent.com"
-)
+const signerIdentity, signerIssuer = keyless.Identity, keyless.Issuer
 
 // keylessValues is the values an operator gives for a keyless policy on
 // jobsManager: identity and issuer in YAML, the trusted root read by
@@ -103,11 +107,7 @@ func keylessValues(t *testing.T, rootPath string, docs ...string) map[string]any
 // its target in targets.yaml as given, and the reconcile reads it into a
 // policy under that root; the follower of the target inherits it.
 func TestTargetsCarryKeylessVerify(t *testing.T) {
-	ss, err := keyless.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := ss.TrustedRoot()
+	_, tr, err := keyless.NewWithRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,17 +135,7 @@ func TestTargetsCarryKeylessVerify(t *testing.T) {
 	if proxy := got["requests-proxy-proxy"]; proxy.Follows != "jobs-manager-api" || proxy.Verify != nil {
 		t.Errorf("requests-proxy-proxy: follows %q, verify %+v; want it to follow the verified target", proxy.Follows, proxy.Verify)
 	}
-	o, ok := find(r.objs, "ConfigMap", releaseNs, r.base+"-reconcile")
-	if !ok {
-		t.Fatal("no reconcile ConfigMap")
-	}
-	var cm corev1.ConfigMap
-	o.into(t, &cm)
-	f, err := reconcile.ParseTargets("targets.yaml", []byte(cm.Data["targets.yaml"]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tg := range f.Targets {
+	for _, tg := range reconcileTargets(t, r) {
 		if want := tg.ID == "jobs-manager-api"; (tg.Verify != nil && tg.Verify.Identity == signerIdentity && tg.Verify.Issuer == signerIssuer) != want {
 			t.Errorf("reconcile reads target %s with verify %+v", tg.ID, tg.Verify)
 		}

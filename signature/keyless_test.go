@@ -18,19 +18,12 @@ import (
 	"github.com/chartpin/chartpin/signature"
 )
 
-const (
-	identity = "https://github.com/acme/app/.github/workflows/release.yaml@refs/heads/main"
-	issuer   = "https://token.actions.githubusercontent.com"
-)
+const identity, issuer = keyless.Identity, keyless.Issuer
 
 // newSigstore starts a virtual Sigstore and writes its trusted_root.json.
 func newSigstore(t *testing.T) (*keyless.Sigstore, string) {
 	t.Helper()
-	s, err := keyless.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := s.TrustedRoot()
+	s, tr, err := keyless.NewWithRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +32,22 @@ func newSigstore(t *testing.T) (*keyless.Sigstore, string) {
 		t.Fatal(err)
 	}
 	return s, path
+}
+
+// recordingChecker is the keyless policy for identity under rootPath and a
+// checker reading reg that records what it verifies into lock.
+func recordingChecker(t *testing.T, reg *registrytest.Registry, rootPath string) (*signature.Policy, *signature.Checker, *resolver.Lock) {
+	t.Helper()
+	policy, err := signature.LoadKeyless(identity, issuer, rootPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := resolver.NewLock()
+	return policy, signature.NewChecker(r).RecordInto(lock), lock
 }
 
 func TestKeyless(t *testing.T) {
@@ -130,36 +139,31 @@ func TestKeyless(t *testing.T) {
 			}
 		})
 	}
-	// Our log, another CA: the log entry verifies, the certificate chains to nothing trusted.
-	t.Run("certificate from another CA", func(t *testing.T) {
-		tr, err := ss.TrustedRootWithCA(otherCA)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := signature.LoadKeyless(identity, issuer, writeFile(t, "trusted_root.json", string(tr)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = c.Check(ctx, p, repo, signed)
-		if !errors.Is(err, signature.ErrUnsigned) || !strings.Contains(err.Error(), "leaf certificate verification failed") {
-			t.Errorf("Check = %v, want a refusal of the certificate chain", err)
-		}
-	})
-	// A root listing a CT log asks for an SCT in the certificate, as cosign does.
-	t.Run("no SCT under a root with a CT log", func(t *testing.T) {
-		tr, err := ss.TrustedRootWithCTLog()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := signature.LoadKeyless(identity, issuer, writeFile(t, "trusted_root.json", string(tr)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = c.Check(ctx, p, repo, signed)
-		if !errors.Is(err, signature.ErrUnsigned) || !strings.Contains(err.Error(), "failed to verify signed certificate timestamp") {
-			t.Errorf("Check = %v, want a refusal for the missing SCT", err)
-		}
-	})
+	for _, tc := range []struct {
+		name string
+		root func() ([]byte, error)
+		want string
+	}{
+		// Our log, another CA: the log entry verifies, the certificate chains to nothing trusted.
+		{"certificate from another CA", func() ([]byte, error) { return ss.TrustedRootWithCA(otherCA) }, "leaf certificate verification failed"},
+		// A root listing a CT log asks for an SCT in the certificate, as cosign does.
+		{"no SCT under a root with a CT log", ss.TrustedRootWithCTLog, "failed to verify signed certificate timestamp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := tc.root()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := signature.LoadKeyless(identity, issuer, writeFile(t, "trusted_root.json", string(tr)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Check(ctx, p, repo, signed)
+			if !errors.Is(err, signature.ErrUnsigned) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Check = %v, want a refusal saying %q", err, tc.want)
+			}
+		})
+	}
 	t.Run("the same digest under a key policy", func(t *testing.T) {
 		_, kp := newKey(t)
 		if _, err := c.Check(ctx, kp, repo, signed); !errors.Is(err, signature.ErrUnsigned) {
@@ -202,17 +206,9 @@ func TestKeylessFromTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := signature.LoadKeyless(identity, issuer, rootPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock := resolver.NewLock()
+	policy, c, lock := recordingChecker(t, reg, rootPath)
 	ctx := context.Background()
-	if _, err := signature.NewChecker(r).RecordInto(lock).Check(ctx, policy, repo, digest); err != nil {
+	if _, err := c.Check(ctx, policy, repo, digest); err != nil {
 		t.Fatal(err)
 	}
 	rec, ok := lock.Signature(repo, digest)
@@ -279,16 +275,7 @@ func TestKeylessBundleReferrer(t *testing.T) {
 	other, _ := push("other", func(string) []byte { return sign(signed) }, identity)
 	theirs, _ := push("theirs", sign, "someone@example.com")
 
-	policy, err := signature.LoadKeyless(identity, issuer, rootPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := resolver.New(resolver.Options{InsecureRegistries: []string{reg.Host}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock := resolver.NewLock()
-	c := signature.NewChecker(r).RecordInto(lock)
+	policy, c, lock := recordingChecker(t, reg, rootPath)
 	ctx := context.Background()
 	v, err := c.Check(ctx, policy, repo, signed)
 	if err != nil || v.Signature != ref {
