@@ -164,27 +164,8 @@ func TestPinVerifyKeylessConfigErrors(t *testing.T) {
 // lock is refused: exit 1, nothing written.
 func TestPinVerifyOfflineFromTheLock(t *testing.T) {
 	reg := registrytest.New(t)
-	digest := reg.PushIndex(t, "team/app", "1.0", "linux/amd64", "linux/arm64")
-	key, err := cosigned.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sigDigest, err := key.Push(reg.Host+"/team/app", digest, []name.Option{name.Insecure})
-	if err != nil {
-		t.Fatal(err)
-	}
-	chart := func() (string, string) {
-		dir := pinChart(t, reg.Host)
-		for n, b := range map[string]string{
-			"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: image\n        verify: {key: cosign.pub}\n",
-			"cosign.pub":    string(key.PublicPEM()),
-		} {
-			if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return dir, filepath.Join(dir, "chartpin.yaml")
-	}
+	key, digest, sigDigest := signedImage(t, reg, "linux/amd64", "linux/arm64")
+	chart := func() (string, string) { return verifiedChart(t, reg.Host, key) }
 	lock := filepath.Join(t.TempDir(), "digests.yaml")
 	online, cfg := chart()
 	if out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--config", cfg, "--write-digests", lock); code != 0 {
@@ -225,7 +206,7 @@ func TestPinVerifyOfflineFromTheLock(t *testing.T) {
 	}
 	for name, edit := range map[string]func(string) string{
 		"tampered payload": func(l string) string {
-			return replaceField(t, l, "payload", base64.StdEncoding.EncodeToString([]byte(strings.Replace(string(decodeField(t, l, "payload")), `"optional":null`, `"optional":{}`, 1))))
+			return tamperPayload(t, l)
 		},
 		"another digest's signature": func(l string) string {
 			l = replaceField(t, l, "payload", base64.StdEncoding.EncodeToString(cosigned.Payload(reg.Host+"/team/app", other)))
@@ -256,25 +237,8 @@ func TestPinVerifyOfflineFromTheLock(t *testing.T) {
 // (chartpin resolve wrote it) leaves the pin unjudged, in a note.
 func TestDriftVerifyOfflineFromTheLock(t *testing.T) {
 	reg := registrytest.New(t)
-	digest := reg.PushIndex(t, "team/app", "1.0", "linux/amd64")
-	key, err := cosigned.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sigDigest, err := key.Push(reg.Host+"/team/app", digest, []name.Option{name.Insecure})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := pinChart(t, reg.Host)
-	for n, b := range map[string]string{
-		"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: image\n        verify: {key: cosign.pub}\n",
-		"cosign.pub":    string(key.PublicPEM()),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := filepath.Join(dir, "chartpin.yaml")
+	key, _, sigDigest := signedImage(t, reg, "linux/amd64")
+	dir, cfg := verifiedChart(t, reg.Host, key)
 	lock := filepath.Join(t.TempDir(), "digests.yaml")
 	if out, errOut, code := runCLI(t, "--insecure-registry", reg.Host, "pin", "--config", cfg, "--write-digests", lock); code != 0 {
 		t.Fatalf("online pin: exit %d\n%s%s", code, out, errOut)
@@ -291,8 +255,7 @@ func TestDriftVerifyOfflineFromTheLock(t *testing.T) {
 		t.Fatalf("lock does not record the signature %s:\n%s", sigDigest, locked)
 	}
 	tampered := filepath.Join(t.TempDir(), "tampered.yaml")
-	edited := replaceField(t, string(locked), "payload", base64.StdEncoding.EncodeToString([]byte(strings.Replace(string(decodeField(t, string(locked), "payload")), `"optional":null`, `"optional":{}`, 1))))
-	if err := os.WriteFile(tampered, []byte(edited), 0o644); err != nil {
+	if err := os.WriteFile(tampered, []byte(tamperPayload(t, string(locked))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -315,6 +278,46 @@ func TestDriftVerifyOfflineFromTheLock(t *testing.T) {
 	if n := len(reg.Requests()); n != 0 {
 		t.Errorf("drift offline sent %d registry requests: %v", n, reg.Requests())
 	}
+}
+
+// signedImage pushes team/app:1.0 to reg signed by a fresh key; it returns
+// the key, the image's digest and its signature manifest's digest.
+func signedImage(t *testing.T, reg *registrytest.Registry, platforms ...string) (*cosigned.Key, string, string) {
+	t.Helper()
+	digest := reg.PushIndex(t, "team/app", "1.0", platforms...)
+	key, err := cosigned.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigDigest, err := key.Push(reg.Host+"/team/app", digest, []name.Option{name.Insecure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, digest, sigDigest
+}
+
+// verifiedChart is pinChart with a chartpin.yaml that verifies its image
+// against key (cosign.pub beside it); it returns the chart and the config.
+func verifiedChart(t *testing.T, host string, key *cosigned.Key) (string, string) {
+	t.Helper()
+	dir := pinChart(t, host)
+	for n, b := range map[string]string{
+		"chartpin.yaml": "charts:\n  - dir: .\n    images:\n      - at: image\n        verify: {key: cosign.pub}\n",
+		"cosign.pub":    string(key.PublicPEM()),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, filepath.Join(dir, "chartpin.yaml")
+}
+
+// tamperPayload is lock with its recorded signature's payload changed
+// after signing.
+func tamperPayload(t *testing.T, lock string) string {
+	t.Helper()
+	payload := strings.Replace(string(decodeField(t, lock, "payload")), `"optional":null`, `"optional":{}`, 1)
+	return replaceField(t, lock, "payload", base64.StdEncoding.EncodeToString([]byte(payload)))
 }
 
 // decodeField and replaceField read and replace one base64 field of the
