@@ -31,76 +31,83 @@ func (c *checker) checkSignatures(ctx context.Context) {
 	}
 	policies := map[signature.Spec]*signature.Policy{}
 	policyErrs := map[signature.Spec]error{}
+	var keys []sigLookup
 	for _, it := range items {
 		k := specOf(it)
 		if _, ok := policies[k]; !ok && policyErrs[k] == nil {
 			policies[k], policyErrs[k] = signature.Load(k)
 		}
-	}
-	type lookup struct {
-		spec         signature.Spec
-		repo, digest string
-	}
-	// digests each item needs verified, deduplicated across the run.
-	need := func(it *Item) []string {
-		ds := []string{it.Pinned}
-		if it.Status == Drift && it.Current != it.Pinned {
-			ds = append(ds, it.Current)
-		}
-		return ds
-	}
-	lookupKey := func(it *Item, d string) lookup { return lookup{specOf(it), it.repo, d} }
-	var keys []lookup
-	for _, it := range items {
-		if policyErrs[specOf(it)] != nil {
-			continue
-		}
-		for _, d := range need(it) {
-			keys = append(keys, lookupKey(it, d))
+		if policyErrs[k] == nil {
+			for _, d := range digestsToVerify(it) {
+				keys = append(keys, sigLookup{k, it.repo, d})
+			}
 		}
 	}
-	_, errs := fanout.Map(keys, func(k lookup) (struct{}, error) {
+	// One lookup per policy, repository and digest in the whole run.
+	_, errs := fanout.Map(keys, func(k sigLookup) (struct{}, error) {
 		_, err := c.o.Signatures.Check(ctx, policies[k.spec], k.repo, k.digest)
 		return struct{}{}, err
 	})
 	unrecorded := 0
 	for _, it := range items {
-		if err := policyErrs[specOf(it)]; err != nil {
-			what := "verify key"
-			if it.Pin.VerifyKey == "" {
-				what = "verify trusted root"
-			}
-			it.Status = Unsigned
-			it.Message = fmt.Sprintf("%s (%s): %v", what, c.at(it), err)
-			continue
-		}
-		missing := false
-		for i, d := range need(it) {
-			err := errs[lookupKey(it, d)]
-			if errors.Is(err, signature.ErrNotRecorded) {
-				missing = true
-				continue
-			}
-			if err == nil {
-				continue
-			}
-			which := "the pinned digest"
-			if i > 0 {
-				which = fmt.Sprintf("%s now resolves to %s (pinned %s); the new digest", it.Float, d, it.Pinned)
-			}
-			it.Status, it.Message = Unsigned, fmt.Sprintf("%s (verify: at %s): %v", which, c.at(it), err)
-			if !errors.Is(err, signature.ErrUnsigned) {
-				it.Status, it.Message = Unresolved, fmt.Sprintf("%s: checking its signature: %v", which, err)
-			}
-			break
-		}
-		if missing && it.Status != Unsigned && it.Status != Unresolved {
+		if c.judgeSignatures(it, policyErrs[specOf(it)], errs) {
 			unrecorded++
 		}
 	}
 	if unrecorded > 0 {
 		c.rep.Notes = append(c.rep.Notes, fmt.Sprintf("%d pin(s) with verify: were not checked for signatures: the digest lock file records no signature for them; run drift online to check them", unrecorded))
 	}
+}
+
+// sigLookup is one signature check: a policy, a repository and a digest.
+type sigLookup struct {
+	spec         signature.Spec
+	repo, digest string
+}
+
+// digestsToVerify is the pinned digest, and a drifted float's new one.
+func digestsToVerify(it *Item) []string {
+	ds := []string{it.Pinned}
+	if it.Status == Drift && it.Current != it.Pinned {
+		ds = append(ds, it.Current)
+	}
+	return ds
+}
+
+// judgeSignatures sets the item's status from its policy's load error and
+// its lookups' errors; it reports whether the lock recorded no signature
+// for a digest the item needs (an offline run notes those, not judges).
+func (c *checker) judgeSignatures(it *Item, policyErr error, errs map[sigLookup]error) (unrecorded bool) {
+	if policyErr != nil {
+		what := "verify key"
+		if it.Pin.VerifyKey == "" {
+			what = "verify trusted root"
+		}
+		it.Status = Unsigned
+		it.Message = fmt.Sprintf("%s (%s): %v", what, c.at(it), policyErr)
+		return false
+	}
+	missing := false
+	for i, d := range digestsToVerify(it) {
+		err := errs[sigLookup{specOf(it), it.repo, d}]
+		if errors.Is(err, signature.ErrNotRecorded) {
+			missing = true
+			continue
+		}
+		if err == nil {
+			continue
+		}
+		which := "the pinned digest"
+		if i > 0 {
+			which = fmt.Sprintf("%s now resolves to %s (pinned %s); the new digest", it.Float, d, it.Pinned)
+		}
+		it.Status, it.Message = Unsigned, fmt.Sprintf("%s (verify: at %s): %v", which, c.at(it), err)
+		if !errors.Is(err, signature.ErrUnsigned) {
+			it.Status, it.Message = Unresolved, fmt.Sprintf("%s: checking its signature: %v", which, err)
+		}
+		return false
+	}
+	return missing
 }
 
 // at is where the item's verify: is configured.
