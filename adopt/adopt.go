@@ -16,12 +16,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/chartpin/chartpin/config"
 	"github.com/chartpin/chartpin/discover"
 	"github.com/chartpin/chartpin/internal/atomicfile"
 	"github.com/chartpin/chartpin/internal/failure"
+	"github.com/chartpin/chartpin/internal/fanout"
 	"github.com/chartpin/chartpin/pinrule"
 	"github.com/chartpin/chartpin/resolver"
 )
@@ -156,53 +156,34 @@ var semverTag = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+
 // platforms of the current pin (one HEAD per unique ref, one GET per
 // pinned digest), then decides.
 func decide(ctx context.Context, res *Result, r resolver.Interface) error {
-	type answer struct {
-		img resolver.Image
-		err error
+	// A tag's HEAD and a pinned digest's manifest are lookups of one run:
+	// all concurrent, each unique one once.
+	type lookup struct {
+		ref      string
+		manifest bool
 	}
-	var (
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		heads   = map[string]answer{}
-		plats   = map[string][]string{}
-		platErr = map[string]error{}
-	)
+	type answer struct {
+		img       resolver.Image
+		platforms []string
+	}
+	var keys []lookup
 	for _, c := range res.Charts {
 		for _, e := range c.Entries {
 			p := e.Pin
 			if p.Problem != "" || p.Repository == "" || p.Tag == "" || p.Tag == "latest" || p.Digest == "" {
 				continue
 			}
-			ref, dref := p.Ref(), resolver.DigestRef(p.Ref(), p.Digest)
-			mu.Lock()
-			_, seen := heads[ref]
-			_, seenD := plats[dref]
-			heads[ref] = answer{}
-			plats[dref] = nil
-			mu.Unlock()
-			if !seen {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					img, err := r.Resolve(ctx, ref)
-					mu.Lock()
-					heads[ref] = answer{img, err}
-					mu.Unlock()
-				}()
-			}
-			if !seenD {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					m, err := r.Manifest(ctx, dref)
-					mu.Lock()
-					plats[dref], platErr[dref] = m.Platforms, err
-					mu.Unlock()
-				}()
-			}
+			keys = append(keys, lookup{p.Ref(), false}, lookup{resolver.DigestRef(p.Ref(), p.Digest), true})
 		}
 	}
-	wg.Wait()
+	answers, errs := fanout.Map(keys, func(k lookup) (answer, error) {
+		if k.manifest {
+			m, err := r.Manifest(ctx, k.ref)
+			return answer{platforms: m.Platforms}, err
+		}
+		img, err := r.Resolve(ctx, k.ref)
+		return answer{img: img}, err
+	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -210,21 +191,23 @@ func decide(ctx context.Context, res *Result, r resolver.Interface) error {
 		for ei := range res.Charts[ci].Entries {
 			e := &res.Charts[ci].Entries[ei]
 			p := e.Pin
-			var a answer
+			var img resolver.Image
+			var err error
 			var platforms string
 			if p.Digest != "" && p.Problem == "" && p.Repository != "" && p.Tag != "" {
-				a = heads[p.Ref()]
-				dref := resolver.DigestRef(p.Ref(), p.Digest)
+				head := lookup{p.Ref(), false}
+				img, err = answers[head].img, errs[head]
+				man := lookup{resolver.DigestRef(p.Ref(), p.Digest), true}
 				switch {
-				case platErr[dref] != nil:
+				case errs[man] != nil:
 					platforms = "platforms unknown"
-				case len(plats[dref]) == 0:
+				case len(answers[man].platforms) == 0:
 					platforms = "single-arch or platforms not recorded"
 				default:
-					platforms = strings.Join(plats[dref], ", ")
+					platforms = strings.Join(answers[man].platforms, ", ")
 				}
 			}
-			e.Decision, e.Reason = choose(p, a.img, a.err)
+			e.Decision, e.Reason = choose(p, img, err)
 			e.Found = found(p, platforms)
 		}
 	}
