@@ -33,8 +33,10 @@ const (
 // trusted root read from a file, so that it verifies without TUF or network.
 type keyless struct {
 	identity, issuer, rootPath string
-	trusted                    root.TrustedMaterial
-	certID                     verify.CertificateIdentity
+	// rootID is the root's SHA-256: two targets quoting one root share lookups.
+	rootID  string
+	trusted root.TrustedMaterial
+	certID  verify.CertificateIdentity
 	// requireSCT: a root that lists CT logs expects certificates to carry
 	// a signed certificate timestamp, as `cosign verify` does.
 	requireSCT bool
@@ -78,7 +80,7 @@ func ParseKeyless(name, identity, issuer string, rootJSON []byte) (*Policy, erro
 		return nil, fmt.Errorf("verify identity %q, issuer %q: %w", identity, issuer, err)
 	}
 	return &Policy{keyless: &keyless{
-		identity: identity, issuer: issuer, rootPath: name,
+		identity: identity, issuer: issuer, rootPath: name, rootID: sha256Hex(rootJSON),
 		trusted: tr, certID: id, requireSCT: len(tr.CTLogs()) > 0,
 	}}, nil
 }

@@ -110,6 +110,22 @@ func TestKeyless(t *testing.T) {
 	if n := len(pathsSeen(reg.Requests())); n != 2 {
 		t.Errorf("registry saw %v, want the .sig manifest and its payload", pathsSeen(reg.Requests()))
 	}
+	// The same root quoted under another name (two reconcile targets, each
+	// with its own copy) is the same policy: no second lookup.
+	rootJSON, err := os.ReadFile(rootPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted, err := signature.ParseKeyless(`targets.yaml:9: target "b" verify.trustedRoot`, identity, issuer, rootJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Check(ctx, quoted, repo, signed); err != nil {
+		t.Fatalf("the same policy, quoted: %v", err)
+	}
+	if n := len(pathsSeen(reg.Requests())); n != 2 {
+		t.Errorf("registry saw %v after the quoted root, want no more than the first check's 2", pathsSeen(reg.Requests()))
+	}
 	for _, tc := range []struct{ name, digest, want string }{
 		{"other identity", otherIdentity, `expected SAN value "` + identity + `"`},
 		{"other issuer", otherIssuer, `expected issuer value "` + issuer + `"`},

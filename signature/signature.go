@@ -95,10 +95,11 @@ func (p *Policy) String() string {
 	return "key " + p.KeyPath
 }
 
-// id tells policies apart in the per-run cache.
+// id tells policies apart in the per-run cache, by what they trust (the
+// key, or the identity, issuer and root), not by where that was read from.
 func (p *Policy) id() string {
 	if p.keyless != nil {
-		return "keyless\x00" + p.keyless.identity + "\x00" + p.keyless.issuer + "\x00" + p.keyless.rootPath
+		return "keyless\x00" + p.keyless.identity + "\x00" + p.keyless.issuer + "\x00" + p.keyless.rootID
 	}
 	return p.KeyID
 }
